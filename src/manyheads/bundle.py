@@ -1,0 +1,685 @@
+"""A bundle: one trunk reference plus named heads, saved as a folder.
+
+Layout::
+
+    BUNDLE/
+      bundle.json         format version, trunk (name, fingerprint, dim, spec), heads' metadata
+      heads.safetensors   every head's weights (tensors ``heads/NAME/coef``, ``.../intercept``)
+
+Saves are atomic: each file is written to a temp file, fsynced and renamed.
+``heads.safetensors`` also carries a copy of the ``bundle.json`` it belongs to
+(with a generation id), and is renamed first: a crash between the two renames
+leaves a folder that still loads, as the new bundle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from ._io import atomic_write_bytes, atomic_write_text
+from .cache import EmbeddingCache
+from .data import split_indices
+from .errors import (
+    BundleError,
+    DataError,
+    FingerprintMismatchError,
+    UnknownHeadError,
+)
+from .evaluate import head_metrics
+from .heads import FusedHeads, LinearHead, check_kind, head_from_record, head_to_record
+from .trunks import Trunk, load_trunk
+from .trunks.base import check_texts
+
+__all__ = ["FORMAT_VERSION", "Bundle", "HeadSummary"]
+
+FORMAT_VERSION = 1
+BUNDLE_JSON = "bundle.json"
+HEADS_FILE = "heads.safetensors"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+
+def check_head_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise DataError(
+            f"invalid head name {name!r}: use 1-64 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def data_hash(texts: Sequence[str], labels: Sequence[Any]) -> str:
+    """sha256 of the training texts and labels (order-sensitive)."""
+    h = hashlib.sha256()
+    for text, label in zip(texts, labels, strict=True):
+        h.update(text.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+        h.update(json.dumps(label, sort_keys=True, default=str).encode())
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class HeadSummary:
+    """What :meth:`Bundle.fit_head` reports."""
+
+    name: str
+    kind: str
+    n_classes: int
+    n_train: int
+    n_val: int
+    metrics: dict[str, Any]
+    seconds: float
+    embed_seconds: float
+
+
+@dataclass(frozen=True)
+class _State:
+    """An immutable snapshot of the head set: swapped whole, never edited in place."""
+
+    heads: Mapping[str, LinearHead] = field(default_factory=dict)
+    info: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    fused: FusedHeads | None = None
+
+    @staticmethod
+    def build(heads: dict[str, LinearHead], info: dict[str, dict[str, Any]]) -> _State:
+        return _State(
+            heads=MappingProxyType(dict(heads)),
+            info=MappingProxyType(dict(info)),
+            fused=FusedHeads(heads) if heads else None,
+        )
+
+
+_DEFAULT = "default"
+
+
+class Bundle:
+    """One trunk and many heads; every answer from one trunk pass.
+
+    Parameters
+    ----------
+    trunk : str, path, spec dict or Trunk
+        ``"minilm"`` (default), ``"hashing"``, a local model folder, or a trunk object.
+    cache : ``"default"``, None, path or EmbeddingCache
+        Embedding cache used when training and evaluating. ``None`` disables it.
+    """
+
+    def __init__(
+        self,
+        trunk: str | Path | dict[str, Any] | Trunk = "minilm",
+        *,
+        cache: str | Path | EmbeddingCache | None = _DEFAULT,
+    ) -> None:
+        self._trunk: Trunk | None = load_trunk(trunk)
+        self._trunk_ref = {
+            "name": self._trunk.name,
+            "fingerprint": self._trunk.fingerprint,
+            "dim": int(self._trunk.dim),
+            "spec": self._trunk.spec(),
+        }
+        self._cache_arg = cache
+        self._cache: EmbeddingCache | None = None
+        self._state = _State()
+        self._lock = threading.RLock()
+        self.path: Path | None = None
+
+    # -- trunk and cache ---------------------------------------------------
+
+    @property
+    def trunk(self) -> Trunk:
+        """The trunk, built on first use (a loaded bundle defers it) and checked."""
+        with self._lock:
+            if self._trunk is None:
+                trunk = load_trunk(self._trunk_ref["spec"])
+                if trunk.fingerprint != self._trunk_ref["fingerprint"]:
+                    raise FingerprintMismatchError(
+                        f"the bundle was trained on trunk {self._trunk_ref['name']!r} with "
+                        f"fingerprint {self._trunk_ref['fingerprint']}, but the trunk found here "
+                        f"has fingerprint {trunk.fingerprint}; its weights or settings differ"
+                    )
+                self._trunk = trunk
+            return self._trunk
+
+    @property
+    def trunk_fingerprint(self) -> str:
+        return str(self._trunk_ref["fingerprint"])
+
+    @property
+    def trunk_name(self) -> str:
+        return str(self._trunk_ref["name"])
+
+    @property
+    def dim(self) -> int:
+        return int(self._trunk_ref["dim"])
+
+    @property
+    def cache(self) -> EmbeddingCache | None:
+        if self._cache is None and self._cache_arg is not None:
+            arg = self._cache_arg
+            if isinstance(arg, EmbeddingCache):
+                self._cache = arg
+            else:
+                self._cache = EmbeddingCache(None if arg == _DEFAULT else Path(arg))
+        return self._cache
+
+    def embed(
+        self, texts: Sequence[str], *, use_cache: bool = True, progress: bool = False
+    ) -> np.ndarray:
+        """Trunk vectors of ``texts``; with the cache, only unseen texts reach the trunk."""
+        texts = check_texts(texts)
+        cache = self.cache if use_cache else None
+        if cache is None:
+            return self.trunk.encode(texts, progress=progress) if texts else self._empty()
+        fp, dim = self.trunk_fingerprint, self.dim
+        found = cache.get(fp, texts, dim)
+        todo = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        fresh: dict[str, np.ndarray] = {}
+        if todo:
+            vecs = self.trunk.encode(todo, progress=progress)
+            cache.put(fp, todo, vecs)
+            # round-trip through the storage type so cached and fresh runs agree exactly
+            vecs = vecs.astype(np.float16 if cache.dtype == "float16" else np.float32)
+            fresh = dict(zip(todo, vecs.astype(np.float32), strict=True))
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for i, (t, v) in enumerate(zip(texts, found, strict=True)):
+            out[i] = v if v is not None else fresh[t]
+        return out
+
+    def _empty(self) -> np.ndarray:
+        return np.zeros((0, self.dim), dtype=np.float32)
+
+    # -- heads -------------------------------------------------------------
+
+    @property
+    def heads(self) -> Mapping[str, LinearHead]:
+        """``{name: head}`` (read-only view of the current head set)."""
+        return self._state.heads
+
+    @property
+    def head_info(self) -> Mapping[str, dict[str, Any]]:
+        """Per head: kind, field, validation metrics, training-data hash, created time, ..."""
+        return self._state.info
+
+    def resolve_heads(self, heads: Sequence[str] | str | None) -> list[str]:
+        state = self._state
+        if not state.heads:
+            raise BundleError("the bundle has no heads yet; train one first")
+        if heads is None:
+            return list(state.heads)
+        if isinstance(heads, str):
+            heads = [h for h in heads.split(",") if h]
+        names = list(dict.fromkeys(heads))
+        unknown = [h for h in names if h not in state.heads]
+        if unknown:
+            raise UnknownHeadError(
+                f"unknown head {unknown[0]!r}; the bundle has: {', '.join(state.heads)}"
+            )
+        if not names:
+            raise DataError("no head names given")
+        return names
+
+    def fit_head(
+        self,
+        name: str,
+        texts: Sequence[str],
+        labels: Sequence[Any],
+        kind: str = "multiclass",
+        *,
+        groups: Sequence[Any] | None = None,
+        val_texts: Sequence[str] | None = None,
+        val_labels: Sequence[Any] | None = None,
+        val_fraction: float = 0.2,
+        refit: bool = True,
+        field: str | None = None,
+        C: float = 1.0,
+        class_weight: str | dict[Any, float] | None = None,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> HeadSummary:
+        """Train (or replace) head ``name`` on ``texts`` / ``labels``.
+
+        The data is split into train and validation (grouped when ``groups``
+        are given, else stratified), unless ``val_texts`` / ``val_labels`` are
+        passed. The head is fitted on the train part, its temperature (and
+        binary / multilabel thresholds) on the validation part, validation
+        metrics are recorded, and with ``refit`` the weights are then fitted
+        again on all rows, keeping the calibration.
+        """
+        import time
+
+        name = check_head_name(name)
+        kind = check_kind(kind)
+        texts = check_texts(texts)
+        labels = list(labels)
+        if len(texts) != len(labels):
+            raise DataError(f"{len(texts)} texts but {len(labels)} labels")
+        if not texts:
+            raise DataError(f"head {name!r}: no training texts")
+        for i, t in enumerate(texts):
+            if not t.strip():
+                raise DataError(f"head {name!r}: text #{i} is empty")
+        t0 = time.perf_counter()
+        X_all = self.embed(
+            texts + (list(val_texts) if val_texts is not None else []), progress=progress
+        )
+        embed_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if val_texts is not None:
+            if val_labels is None or len(val_labels) != len(val_texts):
+                raise DataError("val_texts and val_labels must be given together, same length")
+            X, X_val = X_all[: len(texts)], X_all[len(texts) :]
+            y, y_val = labels, list(val_labels)
+            train_idx = np.arange(len(texts))
+        else:
+            X_full = X_all
+            if val_fraction > 0:
+                train_idx, val_idx = split_indices(
+                    len(texts),
+                    stratify=None if kind == "multilabel" else [str(v) for v in labels],
+                    groups=groups,
+                    val_fraction=val_fraction,
+                    seed=seed,
+                )
+            else:
+                train_idx, val_idx = np.arange(len(texts)), np.arange(0)
+            X, X_val = X_full[train_idx], X_full[val_idx]
+            y = [labels[i] for i in train_idx]
+            y_val = [labels[i] for i in val_idx]
+        try:
+            head = LinearHead(kind=kind, C=C, class_weight=class_weight)
+            head.fit(X, y)
+            if y_val:
+                X_val, y_val = self._known_only(head, X_val, y_val)
+            if len(y_val):
+                head.calibrate_on(X_val, y_val)
+            metrics = self._metrics(head, X_val, y_val) if len(y_val) else {"n": 0}
+            if refit and len(y_val):
+                self._refit_keeping_calibration(
+                    head,
+                    np.concatenate([X, X_val]) if val_texts is not None else X_all,
+                    list(y) + list(y_val) if val_texts is not None else labels,
+                )
+        except DataError as exc:
+            raise DataError(f"head {name!r}: {exc}") from exc
+        seconds = time.perf_counter() - t1
+        info = {
+            "kind": kind,
+            "field": field or name,
+            "trunk_fingerprint": self.trunk_fingerprint,
+            "metrics": metrics,
+            "n_train": len(train_idx),
+            "n_val": int(metrics.get("n", 0)),
+            "data_hash": data_hash(texts, labels),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        self.add_head(name, head, info=info)
+        return HeadSummary(
+            name=name,
+            kind=kind,
+            n_classes=len(head.classes_),
+            n_train=len(train_idx),
+            n_val=int(metrics.get("n", 0)),
+            metrics=metrics,
+            seconds=seconds,
+            embed_seconds=embed_seconds,
+        )
+
+    @staticmethod
+    def _refit_keeping_calibration(head: LinearHead, X: np.ndarray, y: list[Any]) -> None:
+        """Fit again on all rows (warm start), keeping temperature and per-label thresholds."""
+        temperature = head.temperature_
+        old: dict[Any, float] = {}
+        if head.kind == "multilabel":
+            old = dict(zip(head.classes_.tolist(), head.thresholds_.tolist(), strict=True))
+        binary_threshold = float(head.thresholds_[0])
+        head.set_params(warm_start=True)
+        try:
+            head.fit(X, y)
+        finally:
+            head.set_params(warm_start=False)
+        head.temperature_ = temperature
+        if head.kind == "multilabel":
+            head.thresholds_ = np.array(
+                [old.get(c, 0.5) for c in head.classes_.tolist()], dtype=np.float32
+            )
+        elif head.kind == "binary":
+            head.thresholds_ = np.array([binary_threshold], dtype=np.float32)
+
+    @staticmethod
+    def _known_only(
+        head: LinearHead, X_val: np.ndarray, y_val: list[Any]
+    ) -> tuple[np.ndarray, list[Any]]:
+        """Drop validation rows whose class the train split never saw (multiclass/binary)."""
+        if head.kind == "multilabel":
+            known = set(head.classes_.tolist())
+            return X_val, [[lab for lab in labs if lab in known] for labs in y_val]
+        known = set(head.classes_.tolist())
+        keep = [i for i, v in enumerate(y_val) if v in known]
+        return X_val[keep], [y_val[i] for i in keep]
+
+    @staticmethod
+    def _metrics(head: LinearHead, X: np.ndarray, y: Sequence[Any]) -> dict[str, Any]:
+        proba = head.predict_proba(X)
+        target = head._encode_targets(y)
+        if head.kind == "multilabel":
+            pred = (proba >= head.thresholds_).astype(int)
+        else:
+            pred_labels = head.predict_from_proba(proba)
+            index = {c: i for i, c in enumerate(head.classes_.tolist())}
+            pred = np.array([index[v] for v in pred_labels.tolist()])
+        return head_metrics(head.kind, target, pred, proba)
+
+    def add_head(
+        self, name: str, head: LinearHead, *, info: dict[str, Any] | None = None
+    ) -> None:
+        """Add or replace one head. ``info['trunk_fingerprint']`` must match the trunk."""
+        name = check_head_name(name)
+        if not isinstance(head, LinearHead) or not hasattr(head, "coef_"):
+            raise DataError(f"head {name!r} must be a fitted LinearHead")
+        info = dict(info or {})
+        fp = info.setdefault("trunk_fingerprint", self.trunk_fingerprint)
+        if fp != self.trunk_fingerprint:
+            raise FingerprintMismatchError(
+                f"head {name!r} was trained on trunk fingerprint {fp}, but this bundle's "
+                f"trunk {self.trunk_name!r} has fingerprint {self.trunk_fingerprint}"
+            )
+        if head.n_features_in_ != self.dim:
+            raise FingerprintMismatchError(
+                f"head {name!r} expects {head.n_features_in_}-d embeddings, "
+                f"the trunk gives {self.dim}-d"
+            )
+        info.setdefault("kind", head.kind)
+        info.setdefault("field", name)
+        info.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        with self._lock:
+            heads = dict(self._state.heads)
+            infos = dict(self._state.info)
+            heads[name] = head
+            infos[name] = info
+            self._state = _State.build(heads, infos)
+
+    def remove_head(self, name: str) -> None:
+        with self._lock:
+            if name not in self._state.heads:
+                raise UnknownHeadError(
+                    f"unknown head {name!r}; the bundle has: {', '.join(self._state.heads) or '-'}"
+                )
+            heads = {k: v for k, v in self._state.heads.items() if k != name}
+            infos = {k: v for k, v in self._state.info.items() if k != name}
+            self._state = _State.build(heads, infos)
+
+    def export_head(self, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """One head as (JSON record, tensors) — the form the bundle stores it in."""
+        state = self._state
+        if name not in state.heads:
+            raise UnknownHeadError(f"unknown head {name!r}; the bundle has: {', '.join(state.heads)}")
+        record, tensors = head_to_record(state.heads[name])
+        record.update({k: v for k, v in state.info[name].items() if k not in record})
+        return record, tensors
+
+    def import_head(
+        self, name: str, record: dict[str, Any], tensors: dict[str, np.ndarray]
+    ) -> None:
+        """Install a head from its record and tensors; refuses another trunk's head."""
+        if "trunk_fingerprint" not in record:
+            raise DataError(f"head {name!r} record lacks 'trunk_fingerprint'")
+        head = head_from_record(record, tensors)
+        info = {k: v for k, v in record.items()
+                if k not in ("type", "labels", "temperature", "thresholds", "params")}
+        self.add_head(name, head, info=info)
+
+    # -- prediction --------------------------------------------------------
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        heads: Sequence[str] | str | None = None,
+        *,
+        use_cache: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Answers of every head (or of ``heads``) for each text, from one trunk pass.
+
+        Multiclass / binary heads answer ``{"label", "score", "scores"}``;
+        multilabel heads answer ``{"labels", "scores"}`` (labels whose
+        probability reaches the head's tuned threshold).
+        """
+        state = self._state  # one snapshot for the whole call
+        names = self.resolve_heads(heads)
+        texts = check_texts(texts)
+        if not texts:
+            return []
+        X = self.embed(texts, use_cache=use_cache)
+        assert state.fused is not None
+        return state.fused.predict(X, names)
+
+    def predict_proba(
+        self, texts: Sequence[str], heads: Sequence[str] | str | None = None
+    ) -> dict[str, np.ndarray]:
+        state = self._state
+        names = self.resolve_heads(heads)
+        X = self.embed(check_texts(texts), use_cache=False)
+        assert state.fused is not None
+        return state.fused.probabilities(X, names)
+
+    def evaluate(
+        self, texts: Sequence[str], labels: Mapping[str, Sequence[Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """Metrics of each head in ``labels`` on these texts (one trunk pass for all)."""
+        state = self._state
+        names = self.resolve_heads(list(labels))
+        X = self.embed(texts)
+        out = {}
+        for name in names:
+            head = state.heads[name]
+            y = list(labels[name])
+            if len(y) != len(X):
+                raise DataError(f"head {name!r}: {len(X)} texts but {len(y)} labels")
+            if head.kind == "multilabel":
+                known = set(head.classes_.tolist())
+                unseen = sorted({lab for labs in y for lab in labs} - known)
+                y = [[lab for lab in labs if lab in known] for labs in y]
+                metrics = self._metrics(head, X, y)
+            else:
+                known = set(head.classes_.tolist())
+                unseen = sorted({v for v in y if v not in known}, key=str)
+                metrics = self._metrics_with_unseen(head, X, y)
+            metrics = {"kind": head.kind, **metrics}
+            if unseen:
+                metrics["unseen_labels"] = [str(u) for u in unseen[:20]]
+            out[name] = metrics
+        return out
+
+    @staticmethod
+    def _metrics_with_unseen(head: LinearHead, X: np.ndarray, y: list[Any]) -> dict[str, Any]:
+        """Multiclass/binary metrics where labels unknown to the head count as errors."""
+        proba = head.predict_proba(X)
+        index = {c: i for i, c in enumerate(head.classes_.tolist())}
+        target = np.array([index.get(v, -1) for v in y])
+        pred_labels = head.predict_from_proba(proba).tolist()
+        pred = np.array([index[v] for v in pred_labels])
+        return head_metrics(head.kind, target, pred, proba)
+
+    # -- persistence -------------------------------------------------------
+
+    def to_dict(self, generation: str) -> dict[str, Any]:
+        state = self._state
+        heads = {}
+        for name in state.heads:
+            record, _ = self.export_head(name)
+            heads[name] = record
+        return {
+            "format": "manyheads-bundle",
+            "format_version": FORMAT_VERSION,
+            "manyheads_version": __version__,
+            "generation": generation,
+            "trunk": dict(self._trunk_ref),
+            "heads": heads,
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the bundle folder atomically; returns its path."""
+        from safetensors.numpy import save as st_save
+
+        folder = Path(path)
+        if folder.exists() and not folder.is_dir():
+            raise BundleError(f"cannot save the bundle to {folder}: it is a file, not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        with self._lock, _folder_lock(folder):
+            generation = uuid.uuid4().hex
+            doc = self.to_dict(generation)
+            text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+            tensors: dict[str, np.ndarray] = {}
+            for name in self._state.heads:
+                _, ts = head_to_record(self._state.heads[name])
+                for key, arr in ts.items():
+                    tensors[f"heads/{name}/{key}"] = arr
+            blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
+            atomic_write_bytes(folder / HEADS_FILE, blob)
+            atomic_write_text(folder / BUNDLE_JSON, text)
+        self.path = folder
+        return folder
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        cache: str | Path | EmbeddingCache | None = _DEFAULT,
+        trunk: Trunk | None = None,
+    ) -> Bundle:
+        """Load a bundle folder. The trunk is built on first use (or given as ``trunk``)."""
+        from safetensors import SafetensorError
+        from safetensors.numpy import load as st_load
+
+        folder = Path(path)
+        meta_file = folder / BUNDLE_JSON
+        if not meta_file.is_file():
+            raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
+        try:
+            blob = (folder / HEADS_FILE).read_bytes()
+        except FileNotFoundError:
+            blob = None
+        except OSError as exc:
+            raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc}") from exc
+        try:
+            doc = json.loads(meta_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BundleError(f"cannot read {meta_file}: {exc}") from exc
+        tensors: dict[str, np.ndarray] = {}
+        if blob is not None:
+            try:
+                tensors = st_load(blob)
+                st_meta = _safetensors_metadata(blob)
+            except (SafetensorError, ValueError) as exc:
+                raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc}") from exc
+            if isinstance(doc, dict) and st_meta.get("generation") not in (
+                None,
+                doc.get("generation"),
+            ):
+                # a save stopped between its two renames: the weights file is newer
+                # and carries the bundle.json it belongs to
+                doc = json.loads(st_meta["bundle_json"])
+        bundle = cls._from_doc(doc, tensors, folder, cache=cache, trunk=trunk)
+        bundle.path = folder
+        return bundle
+
+    @classmethod
+    def _from_doc(
+        cls,
+        doc: Any,
+        tensors: dict[str, np.ndarray],
+        folder: Path,
+        *,
+        cache: str | Path | EmbeddingCache | None,
+        trunk: Trunk | None,
+    ) -> Bundle:
+        where = folder / BUNDLE_JSON
+        if not isinstance(doc, dict) or doc.get("format") != "manyheads-bundle":
+            raise BundleError(f"{where} is not a manyheads bundle file")
+        version = doc.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise BundleError(
+                f"{where} has format version {version!r}; this manyheads reads up to "
+                f"{FORMAT_VERSION} (upgrade manyheads)"
+            )
+        ref = doc.get("trunk")
+        if not isinstance(ref, dict) or not {"name", "fingerprint", "dim", "spec"} <= set(ref):
+            raise BundleError(f"{where}: 'trunk' needs name, fingerprint, dim and spec")
+        bundle = cls.__new__(cls)
+        bundle._trunk = None
+        bundle._trunk_ref = dict(ref)
+        bundle._cache_arg = cache
+        bundle._cache = None
+        bundle._state = _State()
+        bundle._lock = threading.RLock()
+        bundle.path = folder
+        if trunk is not None:
+            if trunk.fingerprint != ref["fingerprint"]:
+                raise FingerprintMismatchError(
+                    f"the bundle was trained on trunk fingerprint {ref['fingerprint']}, "
+                    f"the trunk given has fingerprint {trunk.fingerprint}"
+                )
+            bundle._trunk = trunk
+        heads: dict[str, LinearHead] = {}
+        infos: dict[str, dict[str, Any]] = {}
+        for name, record in (doc.get("heads") or {}).items():
+            ts = {
+                key.rsplit("/", 1)[1]: arr
+                for key, arr in tensors.items()
+                if key.startswith(f"heads/{name}/")
+            }
+            try:
+                head = head_from_record(record, ts)
+            except DataError as exc:
+                raise BundleError(f"{where}: head {name!r}: {exc}") from exc
+            info = {k: v for k, v in record.items()
+                    if k not in ("type", "labels", "temperature", "thresholds", "params")}
+            if info.get("trunk_fingerprint", ref["fingerprint"]) != ref["fingerprint"]:
+                raise FingerprintMismatchError(
+                    f"{where}: head {name!r} was trained on trunk fingerprint "
+                    f"{info['trunk_fingerprint']}, the bundle's trunk is {ref['fingerprint']}"
+                )
+            heads[name] = head
+            infos[name] = info
+        bundle._state = _State.build(heads, infos)
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"Bundle(trunk={self.trunk_name!r}, heads={list(self._state.heads)})"
+
+
+def _safetensors_metadata(blob: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors blob (its JSON header)."""
+    if len(blob) < 8:
+        raise ValueError("file too short")
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + n])
+    meta = header.get("__metadata__") or {}
+    return {str(k): str(v) for k, v in meta.items()}
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Exclusive lock on ``folder/.lock`` so two processes never interleave saves."""
+    with open(folder / ".lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+

@@ -1,0 +1,211 @@
+"""The ``manyheads`` command: parse, call one library function, print.
+
+Library errors become ``manyheads: error: MESSAGE`` on stderr and exit code 1;
+usage errors exit 2. No traceback is shown for either.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from . import workflows
+from .errors import ManyheadsError
+
+app = typer.Typer(
+    name="manyheads",
+    help="One shared encoder, many small heads: train, evaluate and run text classifiers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+heads_app = typer.Typer(help="List or remove the heads of a bundle.", no_args_is_help=True)
+app.add_typer(heads_app, name="heads")
+
+BundleOpt = Annotated[Path, typer.Option("--bundle", "-b", help="Bundle folder.")]
+TextFieldOpt = Annotated[str, typer.Option("--text-field", help="Field holding the text.")]
+HeadsOpt = Annotated[
+    str | None, typer.Option("--heads", help="Comma-separated subset of heads (default: all).")
+]
+CacheDirOpt = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help="Embedding cache folder (default: $MANYHEADS_CACHE_DIR "
+                 "or the user cache folder)."),
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the embedding cache.")]
+LabelSepOpt = Annotated[
+    str, typer.Option("--label-sep", help="Separator of multilabel fields given as strings.")
+]
+
+
+def _split(heads: str | None) -> list[str] | None:
+    if heads is None:
+        return None
+    names = [h.strip() for h in heads.split(",") if h.strip()]
+    if not names:
+        raise typer.BadParameter("--heads needs at least one head name")
+    return names
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "-" if value is None else str(value)
+
+
+def _table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header] + [[_fmt(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in cells)
+
+
+@app.command()
+def train(
+    data: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL or Parquet file.")],
+    bundle: BundleOpt,
+    task: Annotated[
+        list[str],
+        typer.Option("--task", "-t", help="NAME[=FIELD][:multiclass|binary|multilabel]; repeat."),
+    ],
+    text_field: TextFieldOpt = "text",
+    group_field: Annotated[
+        str | None, typer.Option("--group-field", help="Rows sharing a group stay on one side "
+                                 "of the train/validation split.")
+    ] = None,
+    trunk: Annotated[
+        str | None,
+        typer.Option("--trunk", help="minilm (default for a new bundle), hashing, or a model "
+                     "folder path."),
+    ] = None,
+    label_sep: LabelSepOpt = ",",
+    val_fraction: Annotated[float, typer.Option("--val-fraction")] = 0.2,
+    c: Annotated[float, typer.Option("--C", help="Inverse regularisation strength.")] = 1.0,
+    class_weight: Annotated[
+        str | None, typer.Option("--class-weight", help="'balanced' for imbalanced labels.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Train heads from DATA into BUNDLE (created if missing; other heads are kept)."""
+    summaries = workflows.train_file(
+        data, bundle, task, trunk=trunk, text_field=text_field, group_field=group_field,
+        label_sep=label_sep, val_fraction=val_fraction, C=c, class_weight=class_weight,
+        seed=seed, cache_dir=cache_dir, no_cache=no_cache, progress=True,
+    )
+    rows = [
+        [s.name, s.kind, s.n_classes, s.n_train, s.n_val, s.metrics.get("accuracy"),
+         s.metrics.get("macro_f1"), s.metrics.get("micro_f1"), s.metrics.get("ece"),
+         round(s.seconds, 2)]
+        for s in summaries
+    ]
+    typer.echo(_table(rows, ["head", "kind", "classes", "train", "val", "val_acc",
+                             "val_macro_f1", "val_micro_f1", "val_ece", "seconds"]))
+    typer.echo(f"saved {bundle}")
+
+
+@app.command("eval")
+def eval_(
+    data: Annotated[Path, typer.Argument(help="Labelled CSV, TSV, JSONL or Parquet file.")],
+    bundle: BundleOpt,
+    heads: HeadsOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    text_field: TextFieldOpt = "text",
+    label_sep: LabelSepOpt = ",",
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped)."""
+    metrics, notes = workflows.evaluate_file(
+        data, bundle, heads=_split(heads), text_field=text_field, label_sep=label_sep,
+        cache_dir=cache_dir, no_cache=no_cache,
+    )
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"heads": metrics}))
+        return
+    rows = [[n, m["kind"], m["n"], m.get("accuracy"), m.get("macro_f1"), m.get("micro_f1"),
+             m.get("ece")] for n, m in metrics.items()]
+    typer.echo(_table(rows, ["head", "kind", "n", "accuracy", "macro_f1", "micro_f1", "ece"]))
+
+
+@app.command()
+def predict(
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify.")] = None,
+    bundle: BundleOpt = Path("."),
+    input_file: Annotated[
+        Path | None,
+        typer.Option("--input", "-i", help="CSV/TSV/JSONL/Parquet (--text-field) or plain text, "
+                     "one text per line."),
+    ] = None,
+    text_field: TextFieldOpt = "text",
+    heads: HeadsOpt = None,
+) -> None:
+    """Print one JSON line per text: every head's answer."""
+    for answer in workflows.predict_texts(
+        bundle, texts or [], input_file=input_file, text_field=text_field, heads=_split(heads)
+    ):
+        typer.echo(json.dumps(answer, ensure_ascii=False))
+
+
+@heads_app.command("list")
+def heads_list(
+    bundle: BundleOpt,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Name, kind, number of labels and validation metrics of each head."""
+    rows = workflows.list_heads(bundle)
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    table = [[r["name"], r["kind"], r["labels"], r["field"], r["n_train"],
+              r["metrics"].get("accuracy"), r["metrics"].get("macro_f1"),
+              r["metrics"].get("micro_f1"), r["metrics"].get("ece")] for r in rows]
+    typer.echo(_table(table, ["head", "kind", "labels", "field", "train", "val_acc",
+                              "val_macro_f1", "val_micro_f1", "val_ece"]))
+
+
+@heads_app.command("rm")
+def heads_rm(
+    name: Annotated[str, typer.Argument(help="Head to remove.")],
+    bundle: BundleOpt,
+) -> None:
+    """Remove one head from the bundle (saved atomically)."""
+    workflows.remove_head(bundle, name)
+    typer.echo(f"removed head {name!r} from {bundle}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning library errors into one line and exit code 1."""
+    try:
+        app(args=argv, prog_name="manyheads", standalone_mode=False)
+    except ManyheadsError as exc:
+        typer.echo(f"manyheads: error: {exc}", err=True)
+        return 1
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        typer.echo("manyheads: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

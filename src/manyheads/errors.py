@@ -1,0 +1,62 @@
+"""Exceptions raised by manyheads.
+
+Every user-facing failure derives from :class:`ManyheadsError`; the CLI turns
+these into a one-line message and exit code 1. They also derive from the
+built-in exception a Python user would expect (``ValueError``, ``KeyError``,
+``FileNotFoundError``), so ordinary ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BundleError",
+    "ConfigError",
+    "DataError",
+    "FingerprintMismatchError",
+    "ManyheadsError",
+    "MissingDependencyError",
+    "UnknownHeadError",
+]
+
+
+class ManyheadsError(Exception):
+    """Base class of every error manyheads raises on purpose."""
+
+
+class DataError(ManyheadsError, ValueError):
+    """Input data is malformed: a missing field, an empty text, a bad label."""
+
+
+class BundleError(ManyheadsError, ValueError):
+    """A bundle folder is missing, unreadable, or inconsistent."""
+
+
+class UnknownHeadError(ManyheadsError, KeyError):
+    """A head name that the bundle does not have."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class FingerprintMismatchError(ManyheadsError, ValueError):
+    """A head or bundle was trained on a different trunk."""
+
+
+class MissingDependencyError(ManyheadsError, ImportError):
+    """An optional dependency is not installed; the message names the extra."""
+
+
+def require(module: str, extra: str) -> object:
+    """Import ``module`` or raise :class:`MissingDependencyError` naming the pip extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{module!r} is not installed; install it with: pip install 'manyheads[{extra}]'"
+        ) from exc
+
+
+class ConfigError(ManyheadsError, ValueError):
+    """A bad parameter or option: names the parameter, the value and the valid choices."""

@@ -1,0 +1,91 @@
+"""Temperature scaling and threshold tuning on validation logits."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import expit, log_expit, log_softmax
+
+_LOG_T_BOUNDS = (-4.0, 4.0)  # temperatures between ~0.02 and ~55
+
+
+def fit_temperature(logits: np.ndarray, y: np.ndarray, kind: str) -> float:
+    """Scalar temperature minimising the validation negative log-likelihood.
+
+    ``multiclass``: ``y`` holds class indices and ``logits`` is ``(n, K)``.
+    ``binary`` / ``multilabel``: ``y`` is a 0/1 matrix shaped like ``logits``.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    if z.shape[0] == 0:
+        return 1.0
+    if kind == "multiclass":
+        idx = np.asarray(y, dtype=np.int64)
+
+        def nll(log_t: float) -> float:
+            lp = log_softmax(z / np.exp(log_t), axis=1)
+            return float(-lp[np.arange(len(idx)), idx].mean())
+
+    else:
+        t = np.asarray(y, dtype=np.float64).reshape(z.shape)
+
+        def nll(log_t: float) -> float:
+            s = z / np.exp(log_t)
+            return float(-(t * log_expit(s) + (1 - t) * log_expit(-s)).mean())
+
+    res = minimize_scalar(nll, bounds=_LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-4})
+    return float(np.exp(res.x))
+
+
+_GRID = np.round(np.arange(0.05, 0.951, 0.025), 4)
+
+
+def tune_thresholds(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-label threshold maximising that label's F1 on validation data.
+
+    Labels with no positive validation example keep 0.5. Ties go to the
+    threshold closest to 0.5.
+    """
+    p = np.asarray(proba, dtype=np.float32)
+    t = np.asarray(y, dtype=bool)
+    n_labels = p.shape[1]
+    best = np.full(n_labels, 0.5, dtype=np.float32)
+    if p.shape[0] == 0:
+        return best
+    f1 = np.zeros((n_labels, len(_GRID)), dtype=np.float64)
+    for g, thr in enumerate(_GRID):
+        pred = p >= thr
+        tp = (pred & t).sum(0)
+        fp = (pred & ~t).sum(0)
+        fn = (~pred & t).sum(0)
+        denom = 2 * tp + fp + fn
+        f1[:, g] = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+    closeness = -np.abs(_GRID - 0.5) * 1e-6  # tie-break towards 0.5
+    choice = np.argmax(f1 + closeness, axis=1)
+    has_pos = t.any(0)
+    best[has_pos] = _GRID[choice[has_pos]]
+    return best
+
+
+def tune_binary_threshold(proba: np.ndarray, y: np.ndarray) -> float:
+    """Threshold on P(positive) maximising macro-F1 over both classes."""
+    p = np.asarray(proba, dtype=np.float32).ravel()
+    t = np.asarray(y, dtype=bool).ravel()
+    if p.size == 0 or t.all() or not t.any():
+        return 0.5
+    scores = []
+    for thr in _GRID:
+        pred = p >= thr
+        f_pos = _f1(pred, t)
+        f_neg = _f1(~pred, ~t)
+        scores.append((f_pos + f_neg) / 2 - abs(thr - 0.5) * 1e-6)
+    return float(_GRID[int(np.argmax(scores))])
+
+
+def _f1(pred: np.ndarray, truth: np.ndarray) -> float:
+    tp = float((pred & truth).sum())
+    denom = float(pred.sum() + truth.sum())
+    return 2 * tp / denom if denom else 0.0
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return expit(z)

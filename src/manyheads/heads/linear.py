@@ -1,0 +1,384 @@
+"""Linear heads on trunk embeddings, following the scikit-learn estimator contract."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import MultiLabelBinarizer
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from ..errors import ConfigError, DataError
+from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+from .solver import LinearSolution, fit_sigmoid, fit_softmax
+
+KINDS = ("multiclass", "binary", "multilabel")
+
+__all__ = ["KINDS", "LinearHead", "check_kind", "head_from_record", "head_to_record"]
+
+
+def check_kind(kind: object) -> str:
+    if kind not in KINDS:
+        raise ConfigError(f"head kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    return str(kind)
+
+
+def _as_label_sets(y: Any) -> list[list[Any]]:
+    """Multilabel targets as a list of label lists (accepts lists, tuples, sets)."""
+    out = []
+    for i, labels in enumerate(y):
+        if isinstance(labels, str | bytes) or not isinstance(labels, Sequence | set | frozenset):
+            raise DataError(
+                f"multilabel target #{i} must be a list of labels, got {type(labels).__name__}"
+            )
+        out.append(list(labels))
+    return out
+
+
+class LinearHead(ClassifierMixin, BaseEstimator):
+    """A linear classifier on L2-normalised embeddings.
+
+    Parameters
+    ----------
+    kind : {"multiclass", "binary", "multilabel"}
+        ``multiclass``: one label out of K (softmax). ``binary``: two classes,
+        one sigmoid output, ``classes_[1]`` is the positive class.
+        ``multilabel``: any subset of L labels (one sigmoid per label).
+    C : float
+        Inverse L2 regularisation strength (as in scikit-learn).
+    class_weight : None, "balanced" or dict
+        Weight classes (multilabel: positives of each label) inversely to
+        their frequency, for imbalanced labels.
+    calibrate : bool
+        Fit a temperature on the validation data passed to :meth:`fit`.
+    max_iter : int
+        L-BFGS iterations.
+    tol : float
+        L-BFGS stops when the largest gradient component is below ``tol``.
+    warm_start : bool
+        Start from the previous solution when refitting (same labels).
+
+    Learned attributes: ``classes_``, ``coef_`` (outputs x features),
+    ``intercept_``, ``temperature_``, ``thresholds_`` (binary / multilabel),
+    ``n_features_in_``, ``n_iter_``.
+    """
+
+    def __init__(
+        self,
+        kind: str = "multiclass",
+        C: float = 1.0,
+        class_weight: str | dict[Any, float] | None = None,
+        calibrate: bool = True,
+        max_iter: int = 500,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.C = C
+        self.class_weight = class_weight
+        self.calibrate = calibrate
+        self.max_iter = max_iter
+        self.tol = tol
+        self.warm_start = warm_start
+
+    # -- fitting -----------------------------------------------------------
+
+    def _check_params(self) -> None:
+        check_kind(self.kind)
+        if not isinstance(self.C, numbers.Real) or not self.C > 0:
+            raise ConfigError(f"C must be a positive number, got {self.C!r}")
+        if not (self.class_weight is None or self.class_weight == "balanced"
+                or isinstance(self.class_weight, dict)):
+            raise ConfigError(
+                f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
+            )
+        if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
+            raise ConfigError(f"max_iter must be a positive integer, got {self.max_iter!r}")
+        if not isinstance(self.tol, numbers.Real) or not self.tol > 0:
+            raise ConfigError(f"tol must be a positive number, got {self.tol!r}")
+
+    def _encode_targets(self, y: Any) -> np.ndarray:
+        """Targets as class indices (multiclass), 0/1 column (binary) or 0/1 matrix."""
+        if self.kind == "multilabel":
+            if isinstance(y, np.ndarray) and y.ndim == 2 and hasattr(self, "_fit_indicator"):
+                return y.astype(np.float64)
+            known = set(self.classes_.tolist())
+            sets = [[lab for lab in labs if lab in known] for labs in _as_label_sets(y)]
+            return self._mlb.transform(sets).astype(np.float64)
+        y_arr = np.asarray(y)
+        index = {c: i for i, c in enumerate(self.classes_.tolist())}
+        try:
+            idx = np.fromiter((index[v] for v in y_arr.tolist()), dtype=np.int64, count=len(y_arr))
+        except KeyError as exc:
+            raise DataError(f"label {exc.args[0]!r} was not seen in training") from exc
+        return idx
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        X_val: Any = None,
+        y_val: Any = None,
+        sample_weight: Any = None,
+    ) -> LinearHead:
+        """Fit on ``X`` (n x d embeddings) and ``y``; calibrate on ``(X_val, y_val)``.
+
+        Without validation data the temperature stays 1 and thresholds 0.5.
+        """
+        self._check_params()
+        previous_classes = getattr(self, "classes_", None)
+        X = check_array(X, dtype=(np.float32, np.float64))
+        if len(y) != X.shape[0]:
+            raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
+        if self.kind == "multilabel":
+            if isinstance(y, np.ndarray) and y.ndim == 2:
+                self._fit_indicator = True
+                self.classes_ = np.arange(y.shape[1])
+                Y = (y != 0).astype(np.float64)
+            else:
+                self._mlb = MultiLabelBinarizer()
+                Y = self._mlb.fit_transform(_as_label_sets(y)).astype(np.float64)
+                self.classes_ = self._mlb.classes_
+            if Y.shape[1] == 0:
+                raise DataError("multilabel targets contain no label at all")
+        else:
+            y_arr = np.asarray(y)
+            if y_arr.ndim != 1:
+                raise DataError(f"{self.kind} targets must be one label per row")
+            self.classes_ = np.unique(y_arr)
+            if len(self.classes_) < 2:
+                only = self.classes_[0] if len(self.classes_) else None
+                raise DataError(
+                    f"labels have a single class ({only!r}); a classifier needs at least two"
+                )
+            if self.kind == "binary" and len(self.classes_) != 2:
+                raise DataError(
+                    f"a binary head needs exactly 2 classes, got {len(self.classes_)}: "
+                    f"{self.classes_.tolist()[:10]}"
+                )
+        if X.shape[0] == 0:
+            raise DataError("no training rows")
+        warm = None
+        if self.warm_start and hasattr(self, "coef_") and previous_classes is not None:
+            if np.array_equal(previous_classes, self.classes_):
+                warm = LinearSolution(self.coef_, self.intercept_, 0)
+        self.n_features_in_ = X.shape[1]
+        sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        options = {"C": float(self.C), "warm_start": warm, "max_iter": int(self.max_iter),
+                   "tol": float(self.tol)}
+        if self.kind == "multilabel":
+            sol = fit_sigmoid(X, Y, sample_weight=sw, pos_weight=self._label_weights(Y),
+                              **options)
+        else:
+            idx = self._encode_targets(y_arr)
+            if self.class_weight is not None:
+                cw = compute_sample_weight(self.class_weight, y_arr)
+                sw = cw if sw is None else sw * cw
+            if self.kind == "binary":
+                sol = fit_sigmoid(X, idx[:, None], sample_weight=sw, **options)
+            else:
+                sol = fit_softmax(X, idx, len(self.classes_), sample_weight=sw, **options)
+        self.coef_, self.intercept_, self.n_iter_ = sol.coef, sol.intercept, sol.n_iter
+        if warm is None or not hasattr(self, "temperature_"):
+            self.temperature_ = 1.0
+            n_thr = len(self.classes_) if self.kind == "multilabel" else 1
+            self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
+        if X_val is not None and y_val is not None and len(y_val):
+            self.calibrate_on(X_val, y_val)
+        return self
+
+    def _label_weights(self, Y: np.ndarray) -> np.ndarray | None:
+        """Per-label weight of positive examples for multilabel ``class_weight``."""
+        if self.class_weight is None:
+            return None
+        if self.class_weight == "balanced":
+            pos = Y.sum(0)
+            neg = Y.shape[0] - pos
+            return np.clip(neg / np.maximum(pos, 1), 1.0, 100.0)
+        assert isinstance(self.class_weight, dict)
+        return np.array([float(self.class_weight.get(c, 1.0)) for c in self.classes_.tolist()])
+
+    def calibrate_on(self, X_val: Any, y_val: Any) -> LinearHead:
+        """Fit the temperature (if ``calibrate``) and the thresholds on validation data."""
+        check_is_fitted(self, "coef_")
+        X_val = check_array(X_val, dtype=(np.float32, np.float64))
+        z = self.decision_function(X_val, raw=True)
+        target = self._encode_targets(y_val)
+        if self.kind == "binary":
+            target = target.astype(np.float64)
+        if self.calibrate:
+            self.temperature_ = fit_temperature(z, target, self.kind)
+        if self.kind == "multilabel":
+            self.thresholds_ = tune_thresholds(expit(z / self.temperature_), target)
+        elif self.kind == "binary":
+            p = expit(z / self.temperature_)
+            self.thresholds_ = np.array([tune_binary_threshold(p, target)], dtype=np.float32)
+        return self
+
+    # -- prediction --------------------------------------------------------
+
+    def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
+        """Logits divided by the temperature (``raw=True``: before it)."""
+        check_is_fitted(self, "coef_")
+        X = check_array(X, dtype=(np.float32, np.float64))
+        if X.shape[1] != self.n_features_in_:
+            raise DataError(
+                f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"
+            )
+        z = X @ self.coef_.T + self.intercept_
+        if self.kind == "binary":
+            z = z[:, 0]
+        return z if raw else z / self.temperature_
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Multiclass: softmax (n x K). Binary: (n x 2). Multilabel: per-label sigmoid (n x L)."""
+        return self.proba_from_logits(self.decision_function(X))
+
+    def proba_from_logits(self, z: np.ndarray) -> np.ndarray:
+        """Probabilities from temperature-scaled logits."""
+        if self.kind == "multiclass":
+            return softmax(z, axis=1)
+        p = expit(z)
+        if self.kind == "binary":
+            p = p.reshape(-1)
+            return np.stack([1 - p, p], axis=1)
+        return p
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel)."""
+        return self.predict_from_proba(self.predict_proba(X))
+
+    def predict_from_proba(self, proba: np.ndarray) -> np.ndarray:
+        if self.kind == "multiclass":
+            return self.classes_[np.argmax(proba, axis=1)]
+        if self.kind == "binary":
+            return self.classes_[(proba[:, 1] >= self.thresholds_[0]).astype(int)]
+        return (proba >= self.thresholds_).astype(np.int64)
+
+    @property
+    def n_outputs_(self) -> int:
+        """Columns this head contributes to a fused weight matrix."""
+        check_is_fitted(self, "coef_")
+        return int(self.coef_.shape[0])
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        if self.kind == "multilabel":
+            tags.target_tags.multi_output = True
+        return tags
+
+
+def _fit_multilabel(
+    X: np.ndarray,
+    Y: np.ndarray,
+    C: float,
+    pos_weight: np.ndarray | None,
+    sample_weight: np.ndarray | None,
+    max_iter: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Independent L2-regularised logistic regressions, one per label, solved jointly.
+
+    The objective is the sum over labels of scikit-learn's binary logistic
+    objective (``C * sum(loss) + ||w||^2 / 2``), so each label's solution is the
+    one ``LogisticRegression(C=C)`` would find, but one L-BFGS run serves all.
+    """
+    n, d = X.shape
+    n_labels = Y.shape[1]
+    Xd = np.asarray(X, dtype=np.float64)
+    weights = np.ones((n, n_labels))
+    if sample_weight is not None:
+        weights *= sample_weight[:, None]
+    if pos_weight is not None:
+        weights = weights * np.where(Y > 0, pos_weight[None, :], 1.0)
+
+    def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
+        W = w[: d * n_labels].reshape(d, n_labels)
+        b = w[d * n_labels :]
+        z = Xd @ W + b
+        loss = -(weights * (Y * log_expit(z) + (1 - Y) * log_expit(-z))).sum()
+        g = weights * (expit(z) - Y)
+        grad_w = C * (Xd.T @ g) + W
+        grad_b = C * g.sum(0)
+        value = C * loss + 0.5 * float((W * W).sum())
+        return value, np.concatenate([grad_w.ravel(), grad_b])
+
+    res = minimize(
+        objective,
+        np.zeros(d * n_labels + n_labels),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": max_iter},
+    )
+    W = res.x[: d * n_labels].reshape(d, n_labels).T
+    b = res.x[d * n_labels :]
+    return W, b, int(res.nit)
+
+
+def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The JSON-ready description of a fitted head and its weight tensors."""
+    check_is_fitted(head, "coef_")
+    record = {
+        "type": "linear",
+        "kind": head.kind,
+        "labels": head.classes_.tolist(),
+        "temperature": float(head.temperature_),
+        "thresholds": None
+        if head.kind == "multiclass"
+        else [float(t) for t in head.thresholds_.tolist()],
+        "params": {"C": float(head.C), "class_weight": head.class_weight,
+                   "calibrate": bool(head.calibrate), "max_iter": int(head.max_iter)},
+    }
+    tensors = {
+        "coef": np.ascontiguousarray(head.coef_, dtype=np.float32),
+        "intercept": np.ascontiguousarray(head.intercept_, dtype=np.float32),
+    }
+    return record, tensors
+
+
+def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> LinearHead:
+    """Rebuild a fitted head from :func:`head_to_record` output; checks every shape."""
+    if record.get("type", "linear") != "linear":
+        raise DataError(f"unknown head type {record.get('type')!r}; this version knows 'linear'")
+    kind = check_kind(record.get("kind"))
+    labels = record.get("labels")
+    if not isinstance(labels, list) or len(labels) < (1 if kind == "multilabel" else 2):
+        raise DataError(f"head record has no valid 'labels' list: {labels!r}")
+    params = dict(record.get("params") or {})
+    head = LinearHead(kind=kind, **{k: v for k, v in params.items() if k in
+                                    ("C", "class_weight", "calibrate", "max_iter")})
+    try:
+        coef = np.asarray(tensors["coef"], dtype=np.float32)
+        intercept = np.asarray(tensors["intercept"], dtype=np.float32)
+    except KeyError as exc:
+        raise DataError(f"head weights lack the tensor {exc.args[0]!r}") from exc
+    n_out = 1 if kind == "binary" else len(labels)
+    if coef.ndim != 2 or coef.shape[0] != n_out or intercept.shape != (n_out,):
+        raise DataError(
+            f"head weights have shape {coef.shape} / {intercept.shape}, expected "
+            f"({n_out}, d) / ({n_out},) for a {kind} head with {len(labels)} labels"
+        )
+    head.classes_ = np.asarray(labels)
+    if kind == "multilabel":
+        head._mlb = MultiLabelBinarizer(classes=labels).fit([])
+    head.coef_ = coef
+    head.intercept_ = intercept
+    head.n_features_in_ = int(coef.shape[1])
+    head.n_iter_ = 0
+    temperature = float(record.get("temperature", 1.0))
+    if not temperature > 0:
+        raise DataError(f"head temperature must be positive, got {temperature!r}")
+    head.temperature_ = temperature
+    thresholds = record.get("thresholds")
+    n_thr = len(labels) if kind == "multilabel" else 1
+    if thresholds is None:
+        thresholds = [0.5] * n_thr
+    if len(thresholds) != n_thr:
+        raise DataError(f"head has {len(thresholds)} thresholds, expected {n_thr}")
+    head.thresholds_ = np.asarray(thresholds, dtype=np.float32)
+    return head

