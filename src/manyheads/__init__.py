@@ -8,10 +8,10 @@
 
 __version__ = "0.1.0"
 
-from .bundle import Bundle, HeadSummary  # noqa: E402
-from .cache import EmbeddingCache  # noqa: E402
-from .data import Dataset, LabelSpec, load_dataset, read_texts, split_indices  # noqa: E402
-from .errors import (  # noqa: E402
+from .bundle import Bundle, HeadSummary
+from .cache import EmbeddingCache
+from .data import Dataset, LabelSpec, load_dataset, read_texts, split_indices
+from .errors import (
     BundleError,
     ConfigError,
     DataError,
@@ -20,8 +20,8 @@ from .errors import (  # noqa: E402
     MissingDependencyError,
     UnknownHeadError,
 )
-from .heads import KINDS, FusedHeads, LinearHead  # noqa: E402
-from .trunks import HashingTrunk, TransformerTrunk, Trunk, load_trunk  # noqa: E402
+from .heads import KINDS, FusedHeads, LinearHead
+from .trunks import HashingTrunk, TransformerTrunk, Trunk, load_trunk
 
 __all__ = [
     "KINDS",

@@ -7,11 +7,11 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temp file next to ``path``; on success fsync and rename it over ``path``.
 
     If the block raises, the temp file is removed and ``path`` is untouched.
@@ -21,7 +21,8 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         binary = "b" in mode
-        with os.fdopen(fd, mode, **({} if binary else {"encoding": "utf-8"})) as fh:
+        fh: IO[Any]
+        with os.fdopen(fd, mode, encoding=None if binary else "utf-8") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

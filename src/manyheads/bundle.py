@@ -126,7 +126,7 @@ class Bundle:
         cache: str | Path | EmbeddingCache | None = _DEFAULT,
     ) -> None:
         self._trunk: Trunk | None = load_trunk(trunk)
-        self._trunk_ref = {
+        self._trunk_ref: dict[str, Any] = {
             "name": self._trunk.name,
             "fingerprint": self._trunk.fingerprint,
             "dim": int(self._trunk.dim),
@@ -308,6 +308,10 @@ class Bundle:
             if len(y_val):
                 head.calibrate_on(X_val, y_val)
             metrics = self._metrics(head, X_val, y_val) if len(y_val) else {"n": 0}
+            if len(y_val) and head.temperature_ != 1.0:
+                temperature, head.temperature_ = head.temperature_, 1.0
+                metrics["ece_uncalibrated"] = self._metrics(head, X_val, y_val)["ece"]
+                head.temperature_ = temperature
             if refit and len(y_val):
                 self._refit_keeping_calibration(
                     head,
@@ -384,9 +388,7 @@ class Bundle:
             pred = np.array([index[v] for v in pred_labels.tolist()])
         return head_metrics(head.kind, target, pred, proba)
 
-    def add_head(
-        self, name: str, head: LinearHead, *, info: dict[str, Any] | None = None
-    ) -> None:
+    def add_head(self, name: str, head: LinearHead, *, info: dict[str, Any] | None = None) -> None:
         """Add or replace one head. ``info['trunk_fingerprint']`` must match the trunk."""
         name = check_head_name(name)
         if not isinstance(head, LinearHead) or not hasattr(head, "coef_"):
@@ -427,7 +429,9 @@ class Bundle:
         """One head as (JSON record, tensors) — the form the bundle stores it in."""
         state = self._state
         if name not in state.heads:
-            raise UnknownHeadError(f"unknown head {name!r}; the bundle has: {', '.join(state.heads)}")
+            raise UnknownHeadError(
+                f"unknown head {name!r}; the bundle has: {', '.join(state.heads)}"
+            )
         record, tensors = head_to_record(state.heads[name])
         record.update({k: v for k, v in state.info[name].items() if k not in record})
         return record, tensors
@@ -439,8 +443,11 @@ class Bundle:
         if "trunk_fingerprint" not in record:
             raise DataError(f"head {name!r} record lacks 'trunk_fingerprint'")
         head = head_from_record(record, tensors)
-        info = {k: v for k, v in record.items()
-                if k not in ("type", "labels", "temperature", "thresholds", "params")}
+        info = {
+            k: v
+            for k, v in record.items()
+            if k not in ("type", "labels", "temperature", "thresholds", "params")
+        }
         self.add_head(name, head, info=info)
 
     # -- prediction --------------------------------------------------------
@@ -587,9 +594,10 @@ class Bundle:
                 st_meta = _safetensors_metadata(blob)
             except (SafetensorError, ValueError) as exc:
                 raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc}") from exc
-            if isinstance(doc, dict) and st_meta.get("generation") not in (
-                None,
-                doc.get("generation"),
+            if (
+                isinstance(doc, dict)
+                and doc.get("format") == "manyheads-bundle"
+                and st_meta.get("generation") not in (None, doc.get("generation"))
             ):
                 # a save stopped between its two renames: the weights file is newer
                 # and carries the bundle.json it belongs to
@@ -647,8 +655,11 @@ class Bundle:
                 head = head_from_record(record, ts)
             except DataError as exc:
                 raise BundleError(f"{where}: head {name!r}: {exc}") from exc
-            info = {k: v for k, v in record.items()
-                    if k not in ("type", "labels", "temperature", "thresholds", "params")}
+            info = {
+                k: v
+                for k, v in record.items()
+                if k not in ("type", "labels", "temperature", "thresholds", "params")
+            }
             if info.get("trunk_fingerprint", ref["fingerprint"]) != ref["fingerprint"]:
                 raise FingerprintMismatchError(
                     f"{where}: head {name!r} was trained on trunk fingerprint "
@@ -682,4 +693,3 @@ def _folder_lock(folder: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-

@@ -111,7 +111,9 @@ class EmbeddingCache:
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
-                raise ManyheadsError(f"cannot write the embedding cache {self.path}: {exc}") from exc
+                raise ManyheadsError(
+                    f"cannot write the embedding cache {self.path}: {exc}"
+                ) from exc
 
     def count(self, fingerprint: str | None = None) -> int:
         with self._lock:

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from . import workflows
@@ -34,8 +33,10 @@ HeadsOpt = Annotated[
 ]
 CacheDirOpt = Annotated[
     Path | None,
-    typer.Option("--cache-dir", help="Embedding cache folder (default: $MANYHEADS_CACHE_DIR "
-                 "or the user cache folder)."),
+    typer.Option(
+        "--cache-dir",
+        help="Embedding cache folder (default: $MANYHEADS_CACHE_DIR or the user cache folder).",
+    ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the embedding cache.")]
 LabelSepOpt = Annotated[
@@ -61,8 +62,9 @@ def _fmt(value: Any) -> str:
 def _table(rows: list[list[Any]], header: list[str]) -> str:
     cells = [header] + [[_fmt(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in cells)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
 
 
 @app.command()
@@ -75,13 +77,17 @@ def train(
     ],
     text_field: TextFieldOpt = "text",
     group_field: Annotated[
-        str | None, typer.Option("--group-field", help="Rows sharing a group stay on one side "
-                                 "of the train/validation split.")
+        str | None,
+        typer.Option(
+            "--group-field",
+            help="Rows sharing a group stay on one side of the train/validation split.",
+        ),
     ] = None,
     trunk: Annotated[
         str | None,
-        typer.Option("--trunk", help="minilm (default for a new bundle), hashing, or a model "
-                     "folder path."),
+        typer.Option(
+            "--trunk", help="minilm (default for a new bundle), hashing, or a model folder path."
+        ),
     ] = None,
     label_sep: LabelSepOpt = ",",
     val_fraction: Annotated[float, typer.Option("--val-fraction")] = 0.2,
@@ -95,18 +101,53 @@ def train(
 ) -> None:
     """Train heads from DATA into BUNDLE (created if missing; other heads are kept)."""
     summaries = workflows.train_file(
-        data, bundle, task, trunk=trunk, text_field=text_field, group_field=group_field,
-        label_sep=label_sep, val_fraction=val_fraction, C=c, class_weight=class_weight,
-        seed=seed, cache_dir=cache_dir, no_cache=no_cache, progress=True,
+        data,
+        bundle,
+        task,
+        trunk=trunk,
+        text_field=text_field,
+        group_field=group_field,
+        label_sep=label_sep,
+        val_fraction=val_fraction,
+        C=c,
+        class_weight=class_weight,
+        seed=seed,
+        cache_dir=cache_dir,
+        no_cache=no_cache,
+        progress=True,
     )
     rows = [
-        [s.name, s.kind, s.n_classes, s.n_train, s.n_val, s.metrics.get("accuracy"),
-         s.metrics.get("macro_f1"), s.metrics.get("micro_f1"), s.metrics.get("ece"),
-         round(s.seconds, 2)]
+        [
+            s.name,
+            s.kind,
+            s.n_classes,
+            s.n_train,
+            s.n_val,
+            s.metrics.get("accuracy"),
+            s.metrics.get("macro_f1"),
+            s.metrics.get("micro_f1"),
+            s.metrics.get("ece"),
+            round(s.seconds, 2),
+        ]
         for s in summaries
     ]
-    typer.echo(_table(rows, ["head", "kind", "classes", "train", "val", "val_acc",
-                             "val_macro_f1", "val_micro_f1", "val_ece", "seconds"]))
+    typer.echo(
+        _table(
+            rows,
+            [
+                "head",
+                "kind",
+                "classes",
+                "train",
+                "val",
+                "val_acc",
+                "val_macro_f1",
+                "val_micro_f1",
+                "val_ece",
+                "seconds",
+            ],
+        )
+    )
     typer.echo(f"saved {bundle}")
 
 
@@ -123,16 +164,31 @@ def eval_(
 ) -> None:
     """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped)."""
     metrics, notes = workflows.evaluate_file(
-        data, bundle, heads=_split(heads), text_field=text_field, label_sep=label_sep,
-        cache_dir=cache_dir, no_cache=no_cache,
+        data,
+        bundle,
+        heads=_split(heads),
+        text_field=text_field,
+        label_sep=label_sep,
+        cache_dir=cache_dir,
+        no_cache=no_cache,
     )
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     if as_json:
         typer.echo(json.dumps({"heads": metrics}))
         return
-    rows = [[n, m["kind"], m["n"], m.get("accuracy"), m.get("macro_f1"), m.get("micro_f1"),
-             m.get("ece")] for n, m in metrics.items()]
+    rows = [
+        [
+            n,
+            m["kind"],
+            m["n"],
+            m.get("accuracy"),
+            m.get("macro_f1"),
+            m.get("micro_f1"),
+            m.get("ece"),
+        ]
+        for n, m in metrics.items()
+    ]
     typer.echo(_table(rows, ["head", "kind", "n", "accuracy", "macro_f1", "micro_f1", "ece"]))
 
 
@@ -142,8 +198,11 @@ def predict(
     bundle: BundleOpt = Path("."),
     input_file: Annotated[
         Path | None,
-        typer.Option("--input", "-i", help="CSV/TSV/JSONL/Parquet (--text-field) or plain text, "
-                     "one text per line."),
+        typer.Option(
+            "--input",
+            "-i",
+            help="CSV/TSV/JSONL/Parquet (--text-field) or plain text, one text per line.",
+        ),
     ] = None,
     text_field: TextFieldOpt = "text",
     heads: HeadsOpt = None,
@@ -165,11 +224,36 @@ def heads_list(
     if as_json:
         typer.echo(json.dumps(rows))
         return
-    table = [[r["name"], r["kind"], r["labels"], r["field"], r["n_train"],
-              r["metrics"].get("accuracy"), r["metrics"].get("macro_f1"),
-              r["metrics"].get("micro_f1"), r["metrics"].get("ece")] for r in rows]
-    typer.echo(_table(table, ["head", "kind", "labels", "field", "train", "val_acc",
-                              "val_macro_f1", "val_micro_f1", "val_ece"]))
+    table = [
+        [
+            r["name"],
+            r["kind"],
+            r["labels"],
+            r["field"],
+            r["n_train"],
+            r["metrics"].get("accuracy"),
+            r["metrics"].get("macro_f1"),
+            r["metrics"].get("micro_f1"),
+            r["metrics"].get("ece"),
+        ]
+        for r in rows
+    ]
+    typer.echo(
+        _table(
+            table,
+            [
+                "head",
+                "kind",
+                "labels",
+                "field",
+                "train",
+                "val_acc",
+                "val_macro_f1",
+                "val_micro_f1",
+                "val_ece",
+            ],
+        )
+    )
 
 
 @heads_app.command("rm")
@@ -189,14 +273,18 @@ def main(argv: list[str] | None = None) -> int:
     except ManyheadsError as exc:
         typer.echo(f"manyheads: error: {exc}", err=True)
         return 1
-    except click.exceptions.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("manyheads: interrupted", err=True)
         return 130
+    except typer.TyperException as exc:  # usage errors: message and usage, exit 2
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"manyheads: error: {exc}", err=True)
+        return int(getattr(exc, "exit_code", 2))
     except BrokenPipeError:
         return 0
     return 0

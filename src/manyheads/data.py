@@ -105,9 +105,7 @@ def _read_csv(path: Path, delimiter: str) -> Iterator[tuple[str, dict[str, Any]]
                 raise DataError(f"{path}: empty file (no header row)")
             for rowno, row in enumerate(reader, start=1):
                 if None in row:
-                    raise DataError(
-                        f"{path} row {rowno}: more cells than the header has columns"
-                    )
+                    raise DataError(f"{path} row {rowno}: more cells than the header has columns")
                 yield f"{path} row {rowno}", row
         except csv.Error as exc:
             raise DataError(f"{path}: malformed CSV ({exc})") from exc
@@ -116,7 +114,7 @@ def _read_csv(path: Path, delimiter: str) -> Iterator[tuple[str, dict[str, Any]]
 def _read_parquet(path: Path, columns: Sequence[str] | None) -> Iterator[tuple[str, dict]]:
     pq = require("pyarrow.parquet", "parquet")
     try:
-        pf = pq.ParquetFile(path)  # type: ignore[attr-defined]
+        pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
         raise DataError(f"cannot read {path}: not a Parquet file ({exc})") from exc
     names = set(pf.schema_arrow.names)
@@ -164,9 +162,7 @@ def _scalar_label(value: Any, where: str, fld: str) -> str:
         if not value.strip():
             raise DataError(f"{where}: field {fld!r} is empty")
         return value.strip()
-    raise DataError(
-        f"{where}: field {fld!r} must be a single label, got {type(value).__name__}"
-    )
+    raise DataError(f"{where}: field {fld!r} must be a single label, got {type(value).__name__}")
 
 
 def _label_list(value: Any, where: str, fld: str, sep: str) -> list[str]:
@@ -312,7 +308,9 @@ def split_indices(
     else:
         y = None
         if stratify is not None:
-            _, counts = np.unique(np.asarray(stratify, dtype=object).astype(str), return_counts=True)
+            _, counts = np.unique(
+                np.asarray(stratify, dtype=object).astype(str), return_counts=True
+            )
             n_val = int(np.ceil(val_fraction * n))
             if counts.min() >= 2 and len(counts) <= n_val and len(counts) <= n - n_val:
                 y = np.asarray(stratify, dtype=object).astype(str)

@@ -8,6 +8,8 @@ built-in exception a Python user would expect (``ValueError``, ``KeyError``,
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BundleError",
     "ConfigError",
@@ -46,7 +48,7 @@ class MissingDependencyError(ManyheadsError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 
 
-def require(module: str, extra: str) -> object:
+def require(module: str, extra: str) -> Any:
     """Import ``module`` or raise :class:`MissingDependencyError` naming the pip extra."""
     import importlib
 

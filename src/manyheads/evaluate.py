@@ -17,7 +17,6 @@ def expected_calibration_error(
     if conf.size == 0:
         return 0.0
     bins = np.minimum((conf * n_bins).astype(int), n_bins - 1)
-    total = np.bincount(bins, minlength=n_bins)
     conf_sum = np.bincount(bins, weights=conf, minlength=n_bins)
     hit_sum = np.bincount(bins, weights=hit, minlength=n_bins)
     return float(np.abs(hit_sum - conf_sum).sum() / conf.size)
@@ -59,7 +58,9 @@ def head_metrics(
         "macro_f1": float(
             f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0)
         ),
-        "micro_f1": float(f1_score(y_true, y_pred, labels=labels, average="micro", zero_division=0)),
+        "micro_f1": float(
+            f1_score(y_true, y_pred, labels=labels, average="micro", zero_division=0)
+        ),
         "ece": expected_calibration_error(conf, np.argmax(proba, axis=1) == y_true),
     }
 

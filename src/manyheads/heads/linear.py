@@ -68,6 +68,14 @@ class LinearHead(ClassifierMixin, BaseEstimator):
     ``n_features_in_``, ``n_iter_``.
     """
 
+    classes_: np.ndarray
+    coef_: np.ndarray
+    intercept_: np.ndarray
+    temperature_: float
+    thresholds_: np.ndarray
+    n_features_in_: int
+    n_iter_: int
+
     def __init__(
         self,
         kind: str = "multiclass",
@@ -92,8 +100,11 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         check_kind(self.kind)
         if not isinstance(self.C, numbers.Real) or not self.C > 0:
             raise ConfigError(f"C must be a positive number, got {self.C!r}")
-        if not (self.class_weight is None or self.class_weight == "balanced"
-                or isinstance(self.class_weight, dict)):
+        if not (
+            self.class_weight is None
+            or self.class_weight == "balanced"
+            or isinstance(self.class_weight, dict)
+        ):
             raise ConfigError(
                 f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
             )
@@ -153,7 +164,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
                 raise DataError(f"{self.kind} targets must be one label per row")
             self.classes_ = np.unique(y_arr)
             if len(self.classes_) < 2:
-                only = self.classes_[0] if len(self.classes_) else None
+                only = self.classes_.tolist()[0] if len(self.classes_) else None
                 raise DataError(
                     f"labels have a single class ({only!r}); a classifier needs at least two"
                 )
@@ -165,16 +176,23 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         if X.shape[0] == 0:
             raise DataError("no training rows")
         warm = None
-        if self.warm_start and hasattr(self, "coef_") and previous_classes is not None:
-            if np.array_equal(previous_classes, self.classes_):
-                warm = LinearSolution(self.coef_, self.intercept_, 0)
+        if (
+            self.warm_start
+            and hasattr(self, "coef_")
+            and previous_classes is not None
+            and np.array_equal(previous_classes, self.classes_)
+        ):
+            warm = LinearSolution(self.coef_, self.intercept_, 0)
         self.n_features_in_ = X.shape[1]
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        options = {"C": float(self.C), "warm_start": warm, "max_iter": int(self.max_iter),
-                   "tol": float(self.tol)}
+        options: dict[str, Any] = {
+            "C": float(self.C),
+            "warm_start": warm,
+            "max_iter": int(self.max_iter),
+            "tol": float(self.tol),
+        }
         if self.kind == "multilabel":
-            sol = fit_sigmoid(X, Y, sample_weight=sw, pos_weight=self._label_weights(Y),
-                              **options)
+            sol = fit_sigmoid(X, Y, sample_weight=sw, pos_weight=self._label_weights(Y), **options)
         else:
             idx = self._encode_targets(y_arr)
             if self.class_weight is not None:
@@ -274,52 +292,6 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         return tags
 
 
-def _fit_multilabel(
-    X: np.ndarray,
-    Y: np.ndarray,
-    C: float,
-    pos_weight: np.ndarray | None,
-    sample_weight: np.ndarray | None,
-    max_iter: int,
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Independent L2-regularised logistic regressions, one per label, solved jointly.
-
-    The objective is the sum over labels of scikit-learn's binary logistic
-    objective (``C * sum(loss) + ||w||^2 / 2``), so each label's solution is the
-    one ``LogisticRegression(C=C)`` would find, but one L-BFGS run serves all.
-    """
-    n, d = X.shape
-    n_labels = Y.shape[1]
-    Xd = np.asarray(X, dtype=np.float64)
-    weights = np.ones((n, n_labels))
-    if sample_weight is not None:
-        weights *= sample_weight[:, None]
-    if pos_weight is not None:
-        weights = weights * np.where(Y > 0, pos_weight[None, :], 1.0)
-
-    def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
-        W = w[: d * n_labels].reshape(d, n_labels)
-        b = w[d * n_labels :]
-        z = Xd @ W + b
-        loss = -(weights * (Y * log_expit(z) + (1 - Y) * log_expit(-z))).sum()
-        g = weights * (expit(z) - Y)
-        grad_w = C * (Xd.T @ g) + W
-        grad_b = C * g.sum(0)
-        value = C * loss + 0.5 * float((W * W).sum())
-        return value, np.concatenate([grad_w.ravel(), grad_b])
-
-    res = minimize(
-        objective,
-        np.zeros(d * n_labels + n_labels),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iter},
-    )
-    W = res.x[: d * n_labels].reshape(d, n_labels).T
-    b = res.x[d * n_labels :]
-    return W, b, int(res.nit)
-
-
 def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The JSON-ready description of a fitted head and its weight tensors."""
     check_is_fitted(head, "coef_")
@@ -331,8 +303,12 @@ def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarr
         "thresholds": None
         if head.kind == "multiclass"
         else [float(t) for t in head.thresholds_.tolist()],
-        "params": {"C": float(head.C), "class_weight": head.class_weight,
-                   "calibrate": bool(head.calibrate), "max_iter": int(head.max_iter)},
+        "params": {
+            "C": float(head.C),
+            "class_weight": head.class_weight,
+            "calibrate": bool(head.calibrate),
+            "max_iter": int(head.max_iter),
+        },
     }
     tensors = {
         "coef": np.ascontiguousarray(head.coef_, dtype=np.float32),
@@ -350,8 +326,10 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
     if not isinstance(labels, list) or len(labels) < (1 if kind == "multilabel" else 2):
         raise DataError(f"head record has no valid 'labels' list: {labels!r}")
     params = dict(record.get("params") or {})
-    head = LinearHead(kind=kind, **{k: v for k, v in params.items() if k in
-                                    ("C", "class_weight", "calibrate", "max_iter")})
+    head = LinearHead(
+        kind=kind,
+        **{k: v for k, v in params.items() if k in ("C", "class_weight", "calibrate", "max_iter")},
+    )
     try:
         coef = np.asarray(tensors["coef"], dtype=np.float32)
         intercept = np.asarray(tensors["intercept"], dtype=np.float32)

@@ -49,7 +49,7 @@ def load_trunk(trunk: str | Path | dict[str, Any] | Trunk) -> Trunk:
     """Build a trunk from a name, a folder path, a spec dict, or return a trunk as is."""
     if isinstance(trunk, dict):
         return _from_spec(trunk)
-    if isinstance(trunk, Path) or isinstance(trunk, str):
+    if isinstance(trunk, Path | str):
         name = str(trunk)
         if name == "minilm":
             return _from_spec({"type": "minilm"})

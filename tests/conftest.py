@@ -1,0 +1,251 @@
+"""Shared fixtures: a tiny random transformer folder, real Debian sample rows, counting trunks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import manyheads
+from manyheads.trunks import HashingTrunk
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TRAIN_FILE = EXAMPLES / "debian-en-train.jsonl.gz"
+TEST_FILE = EXAMPLES / "debian-en-test.jsonl.gz"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own default cache folder; nothing touches the user's."""
+    monkeypatch.setenv("MANYHEADS_CACHE_DIR", str(tmp_path / "default-cache"))
+
+
+def _read_rows(path: Path, n: int | None = None) -> list[dict[str, Any]]:
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            rows.append(json.loads(line))
+            if n is not None and len(rows) >= n:
+                break
+    return rows
+
+
+@pytest.fixture(scope="session")
+def debian_rows() -> list[dict[str, Any]]:
+    """1,500 real English Debian package descriptions with section/role/interface labels."""
+    return _read_rows(TRAIN_FILE, 1500)
+
+
+@pytest.fixture(scope="session")
+def debian_test_rows() -> list[dict[str, Any]]:
+    return _read_rows(TEST_FILE, 400)
+
+
+class CountingTrunk:
+    """Wraps a trunk and counts calls to ``encode`` and texts encoded."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls = 0
+        self.texts = 0
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.inner.fingerprint)
+
+    def spec(self) -> dict[str, Any]:
+        return dict(self.inner.spec())
+
+    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        return np.asarray(self.inner.encode(texts, **kwargs))
+
+
+@pytest.fixture
+def counting_trunk() -> CountingTrunk:
+    return CountingTrunk(HashingTrunk(dim=256))
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> manyheads.EmbeddingCache:
+    return manyheads.EmbeddingCache(tmp_path / "cache" / "embeddings.sqlite")
+
+
+_WORDS = [
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "for",
+    "with",
+    "on",
+    "library",
+    "python",
+    "package",
+    "data",
+    "file",
+    "files",
+    "server",
+    "client",
+    "tool",
+    "tools",
+    "program",
+    "programs",
+    "development",
+    "headers",
+    "documentation",
+    "game",
+    "games",
+    "network",
+    "web",
+    "xml",
+    "http",
+    "font",
+    "fonts",
+    "image",
+    "images",
+    "audio",
+    "video",
+    "text",
+    "editor",
+    "shell",
+    "command",
+    "line",
+    "perl",
+    "ruby",
+    "java",
+    "rust",
+    "go",
+    "c",
+    "module",
+    "modules",
+    "plugin",
+    "plugins",
+    "support",
+    "this",
+    "that",
+    "it",
+    "provides",
+    "contains",
+    "utility",
+    "utilities",
+    "system",
+    "kernel",
+    "driver",
+    "drivers",
+    "test",
+    "tests",
+    "from",
+    "by",
+    "as",
+    "an",
+    "be",
+    "are",
+]
+
+
+def _build_tiny_model(folder: Path, *, sentence_transformers: bool) -> Path:
+    """A randomly initialised 2-layer BERT with a real WordPiece tokenizer, saved offline."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = sorted(set("".join(_WORDS)) | set("0123456789.,-/()"))
+    vocab_list = specials + _WORDS + chars + [f"##{c}" for c in chars]
+    vocab = {tok: i for i, tok in enumerate(dict.fromkeys(vocab_list))}
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    BertModel(config).eval().save_pretrained(str(folder), safe_serialization=True)
+    if sentence_transformers:
+        (folder / "modules.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "idx": 0,
+                        "name": "0",
+                        "path": "",
+                        "type": "sentence_transformers.models.Transformer",
+                    },
+                    {
+                        "idx": 1,
+                        "name": "1",
+                        "path": "1_Pooling",
+                        "type": "sentence_transformers.models.Pooling",
+                    },
+                    {
+                        "idx": 2,
+                        "name": "2",
+                        "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize",
+                    },
+                ]
+            )
+        )
+        (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16}))
+        (folder / "1_Pooling").mkdir()
+        (folder / "1_Pooling" / "config.json").write_text(
+            json.dumps({"word_embedding_dimension": 32, "pooling_mode_cls_token": True})
+        )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain Hugging Face folder (mean pooling, 64 positions)."""
+    pytest.importorskip("torch")
+    return _build_tiny_model(tmp_path_factory.mktemp("tiny-hf"), sentence_transformers=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_st_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sentence-transformers folder: CLS pooling, max_seq_length 16."""
+    pytest.importorskip("torch")
+    return _build_tiny_model(tmp_path_factory.mktemp("tiny-st"), sentence_transformers=True)
+
+
+@pytest.fixture
+def tiny_model_copy(tiny_model_dir: Path, tmp_path: Path) -> Path:
+    """A private copy of the tiny model a test may modify."""
+    dst = tmp_path / "tiny-copy"
+    shutil.copytree(tiny_model_dir, dst)
+    return dst
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+    return path

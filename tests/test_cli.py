@@ -1,0 +1,257 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TEST_FILE, write_jsonl
+
+from manyheads.cli import main
+
+
+@pytest.fixture
+def data_file(tmp_path: Path, debian_rows) -> Path:
+    rows = [
+        {k: r[k] for k in ("text", "section", "library", "role", "group")}
+        for r in debian_rows[:500]
+    ]
+    return write_jsonl(tmp_path / "train.jsonl", rows)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _train(capsys, data_file, bundle, *extra):
+    return run(
+        capsys,
+        "train",
+        data_file,
+        "-b",
+        bundle,
+        "--trunk",
+        "hashing",
+        "--group-field",
+        "group",
+        *extra,
+    )
+
+
+def test_train_list_eval_predict_rm(capsys, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    code, out, err = _train(
+        capsys,
+        data_file,
+        bundle,
+        "--task",
+        "section",
+        "--task",
+        "library:binary",
+        "--task",
+        "role:multilabel",
+        "--task",
+        "sec=section:multiclass",
+    )
+    assert code == 0, err
+    header = out.splitlines()[0].split()
+    assert header[:5] == ["head", "kind", "classes", "train", "val"]
+    assert "val_acc" in header and "seconds" in header
+    assert [line.split()[0] for line in out.splitlines()[1:5]] == [
+        "section",
+        "library",
+        "role",
+        "sec",
+    ]
+
+    code, out, _ = run(capsys, "heads", "list", "-b", bundle)
+    assert code == 0 and "sec" in out and "multilabel" in out
+
+    code, out, err = run(capsys, "eval", data_file, "-b", bundle, "--json")
+    assert code == 0, err
+    doc = json.loads(out)  # exactly one JSON object
+    assert set(doc) == {"heads"}
+    assert set(doc["heads"]) == {"section", "library", "role", "sec"}
+    for metrics in doc["heads"].values():
+        assert {"kind", "n", "accuracy", "macro_f1", "micro_f1", "ece"} <= set(metrics)
+    assert (
+        doc["heads"]["sec"]["accuracy"] == doc["heads"]["section"]["accuracy"]
+    )  # sec read 'section'
+
+    code, out, _ = run(
+        capsys,
+        "predict",
+        "-b",
+        bundle,
+        "--heads",
+        "section,role",
+        "A Python library for XML",
+        "Fonts for the web",
+    )
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(lines) == 2 and set(lines[0]) == {"section", "role"}
+
+    code, out, _ = run(capsys, "heads", "rm", "sec", "-b", bundle)
+    assert code == 0
+    code, out, _ = run(capsys, "heads", "list", "-b", bundle, "--json")
+    assert [r["name"] for r in json.loads(out)] == ["section", "library", "role"]
+
+
+def test_training_into_existing_bundle_replaces_only_named_heads(capsys, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    assert (
+        _train(capsys, data_file, bundle, "--task", "section", "--task", "library:binary")[0] == 0
+    )
+    before = json.loads((bundle / "bundle.json").read_text())
+    assert _train(capsys, data_file, bundle, "--task", "library:binary", "--C", "4")[0] == 0
+    after = json.loads((bundle / "bundle.json").read_text())
+    assert after["heads"]["section"] == before["heads"]["section"]
+    assert after["heads"]["library"]["params"]["C"] == 4.0
+
+
+def test_eval_skips_heads_whose_field_is_absent(capsys, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    _train(capsys, data_file, bundle, "--task", "section", "--task", "role:multilabel")
+    partial = write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"text": "python xml library", "section": "python"},
+            {"text": "fonts", "section": "fonts"},
+        ],
+    )
+    code, out, err = run(capsys, "eval", partial, "-b", bundle, "--json")
+    assert code == 0
+    assert list(json.loads(out)["heads"]) == ["section"]
+    assert "skipped head 'role'" in err and "no field 'role'" in err
+
+
+def test_predict_from_input_files(capsys, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    _train(capsys, data_file, bundle, "--task", "section")
+    plain = tmp_path / "t.txt"
+    plain.write_text("first text\nsecond text\nthird\n")
+    code, out, _ = run(capsys, "predict", "-b", bundle, "--input", plain)
+    assert code == 0 and len(out.splitlines()) == 3
+    code, out, _ = run(capsys, "predict", "-b", bundle, "--input", TEST_FILE)
+    assert code == 0 and len(out.splitlines()) == 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--task", "section:regression"],
+            "bad --task 'section:regression': unknown kind 'regression'",
+        ),
+        (["--task", "=section"], "bad --task '=section': expected NAME[=FIELD]"),
+        (["--task", "bad name"], "invalid head name 'bad name'"),
+        (["--task", "missing"], "no field 'missing' for head 'missing'"),
+        (["--task", "section", "--task", "section"], "--task names must be unique"),
+        (["--task", "section", "--text-field", "body"], "missing text field 'body'"),
+        (["--task", "section", "--trunk", "nope"], "unknown trunk 'nope'"),
+        (["--task", "section", "--C", "-2"], "C must be a positive number, got -2"),
+        (["--task", "section", "--class-weight", "heavy"], "--class-weight must be 'balanced'"),
+        (["--task", "section", "--val-fraction", "2"], "val_fraction must be between 0 and 1"),
+    ],
+)
+def test_train_user_errors_exit_1_with_one_line(capsys, tmp_path, data_file, args, message):
+    bundle = tmp_path / "b"
+    code, _, err = run(capsys, "train", data_file, "-b", bundle, "--trunk", "hashing", *args)
+    assert code == 1
+    assert err.startswith("manyheads: error: ") and message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not bundle.exists() or not (bundle / "bundle.json").exists()
+
+
+def test_invalid_input_writes_nothing_to_existing_bundle(capsys, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    _train(capsys, data_file, bundle, "--task", "section")
+    before = (bundle / "bundle.json").read_bytes(), (bundle / "heads.safetensors").read_bytes()
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {"text": "fine", "section": "a", "group": "1"},
+            {"text": "", "section": "b", "group": "2"},
+        ],
+    )
+    code, _, err = run(capsys, "train", bad, "-b", bundle, "--task", "section")
+    assert code == 1 and "bad.jsonl line 2: field 'text' is empty" in err
+    one_class = write_jsonl(
+        tmp_path / "one.jsonl",
+        [{"text": f"t{i}", "section": "a", "group": str(i)} for i in range(10)],
+    )
+    code, _, err = run(
+        capsys, "train", one_class, "-b", bundle, "--task", "section", "--task", "other=section"
+    )
+    assert code == 1 and "head 'section': labels have a single class ('a')" in err
+    after = (bundle / "bundle.json").read_bytes(), (bundle / "heads.safetensors").read_bytes()
+    assert before == after
+
+
+def test_other_user_errors(capsys, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    _train(capsys, data_file, bundle, "--task", "section")
+    cases = [
+        (["predict", "-b", bundle], "nothing to predict"),
+        (["predict", "x", "-b", tmp_path / "nobundle"], "no bundle at"),
+        (["predict", "x", "-b", bundle, "--heads", "nope"], "unknown head 'nope'"),
+        (["heads", "rm", "nope", "-b", bundle], "unknown head 'nope'"),
+        (["eval", tmp_path / "missing.jsonl", "-b", bundle], "no such file"),
+        (
+            ["train", data_file, "-b", bundle, "--task", "x=section", "--trunk", "minilm"],
+            "uses trunk 'hashing'",
+        ),
+        (["train", data_file, "-b", data_file, "--task", "section"], "is not a bundle"),
+    ]
+    for args, message in cases:
+        code, _, err = run(capsys, *args)
+        assert code == 1, args
+        assert message in err and "Traceback" not in err, (args, err)
+    eval_missing = write_jsonl(tmp_path / "nolabels.jsonl", [{"text": "a"}])
+    code, _, err = run(capsys, "eval", eval_missing, "-b", bundle)
+    assert code == 1 and "has none of the heads' label fields (section)" in err
+
+
+def test_usage_errors_exit_2(capsys):
+    code, _, err = run(capsys, "train")
+    assert code == 2 and "Missing argument" in err
+
+
+def test_console_script_runs_in_a_real_process(tmp_path, data_file):
+    env = {**os.environ, "MANYHEADS_CACHE_DIR": str(tmp_path / "cache")}
+    exe = [sys.executable, "-m", "manyheads.cli"]
+    subprocess.run(
+        [
+            *exe,
+            "train",
+            str(data_file),
+            "-b",
+            str(tmp_path / "b"),
+            "--trunk",
+            "hashing",
+            "--task",
+            "section",
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    done = subprocess.run(
+        [*exe, "predict", "-b", str(tmp_path / "b"), "a python library"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0 and json.loads(done.stdout)["section"]["label"]
+    bad = subprocess.run(
+        [*exe, "eval", str(tmp_path / "none.csv"), "-b", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 1 and bad.stderr.startswith("manyheads: error: cannot read")
+    assert "Traceback" not in bad.stderr

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import manyheads
+from manyheads import ConfigError, HashingTrunk, ManyheadsError, TransformerTrunk, load_trunk
+from manyheads.trunks import Trunk
+
+
+def test_hashing_trunk_shape_norm_and_determinism():
+    trunk = HashingTrunk(dim=512)
+    texts = ["a python library", "Ein Werkzeug für Dateien", "x"]
+    a = trunk.encode(texts)
+    b = HashingTrunk(dim=512).encode(texts)
+    assert a.shape == (3, 512) and a.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(a, b)
+    assert isinstance(trunk, Trunk)
+
+
+def test_hashing_similar_texts_are_closer():
+    v = HashingTrunk().encode(["python library for xml", "python library for json", "Schriftart"])
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_hashing_fingerprint_follows_config():
+    assert HashingTrunk(dim=256).fingerprint == HashingTrunk(dim=256).fingerprint
+    assert HashingTrunk(dim=256).fingerprint != HashingTrunk(dim=512).fingerprint
+    assert HashingTrunk(ngram_range=(1, 3)).fingerprint != HashingTrunk().fingerprint
+
+
+def test_hashing_spec_round_trip():
+    trunk = HashingTrunk(dim=300, ngram_range=(2, 3))
+    again = load_trunk(json.loads(json.dumps(trunk.spec())))
+    assert again.fingerprint == trunk.fingerprint
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dim": 4}, "dim must be an integer >= 8, got 4"),
+        ({"ngram_range": (3, 2)}, r"ngram_range must satisfy 1 <= lo <= hi <= 10, got \(3, 2\)"),
+    ],
+)
+def test_hashing_bad_parameters(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        HashingTrunk(**kwargs)
+
+
+def test_encode_refuses_non_strings():
+    with pytest.raises(manyheads.DataError, match="text #1 is int, expected str"):
+        HashingTrunk().encode(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(manyheads.DataError, match="not a single string"):
+        HashingTrunk().encode("just one string")
+
+
+def test_unknown_trunk_name():
+    with pytest.raises(ManyheadsError, match="unknown trunk 'nope': give one of minilm, hashing"):
+        load_trunk("nope")
+
+
+def test_unknown_trunk_spec_type():
+    with pytest.raises(ManyheadsError, match="unknown trunk type 'weird'"):
+        load_trunk({"type": "weird"})
+
+
+# -- transformer folders ---------------------------------------------------
+
+
+def test_transformer_trunk_encodes_normalised(tiny_model_dir: Path):
+    trunk = TransformerTrunk(tiny_model_dir)
+    out = trunk.encode(["a python library", "fonts for the web", ""])
+    assert out.shape == (3, 32) and out.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+    assert trunk.pooling == "mean" and trunk.max_length == 64
+
+
+def test_transformer_batching_and_sorting_do_not_change_vectors(tiny_model_dir: Path):
+    trunk = TransformerTrunk(tiny_model_dir)
+    texts = ["short", "a much longer text about python library modules and data files", "mid text"]
+    together = trunk.encode(texts, batch_size=8)
+    alone = np.stack([trunk.encode([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_sentence_transformers_folder_settings_are_honoured(tiny_st_dir: Path):
+    trunk = TransformerTrunk(tiny_st_dir)
+    assert trunk.pooling == "cls"
+    assert trunk.max_length == 16
+
+
+def test_long_texts_are_windowed_not_cut(tiny_st_dir: Path):
+    trunk = TransformerTrunk(tiny_st_dir)
+    head = "python library for xml data " * 2
+    long_a = head + "fonts images audio video " * 20
+    long_b = head + "kernel driver network server " * 20
+    windows, owners, _ = trunk._windows([long_a])
+    assert len(windows) > 1 and all(len(w) <= 16 for w in windows)
+    assert set(owners.tolist()) == {0}
+    # every window keeps the special tokens around its piece
+    assert all(w[0] == windows[0][0] and w[-1] == windows[0][-1] for w in windows)
+    va, vb = trunk.encode([long_a, long_b])
+    # texts that only differ after the first window still get different vectors
+    assert not np.allclose(va, vb, atol=1e-3)
+
+
+def test_transformer_fingerprint_changes_with_weights(tiny_model_copy: Path):
+    from safetensors.numpy import load_file, save_file
+
+    before = TransformerTrunk(tiny_model_copy).fingerprint
+    assert TransformerTrunk(tiny_model_copy).fingerprint == before
+    weights = tiny_model_copy / "model.safetensors"
+    tensors = load_file(str(weights))
+    key = sorted(tensors)[0]
+    tensors[key] = tensors[key] + 1.0
+    save_file(tensors, str(weights))
+    assert TransformerTrunk(tiny_model_copy).fingerprint != before
+
+
+def test_transformer_spec_round_trip(tiny_model_dir: Path):
+    trunk = TransformerTrunk(tiny_model_dir)
+    assert load_trunk(trunk.spec()).fingerprint == trunk.fingerprint
+    assert load_trunk(str(tiny_model_dir)).fingerprint == trunk.fingerprint
+
+
+def test_transformer_folder_errors(tmp_path: Path, tiny_model_copy: Path):
+    with pytest.raises(ManyheadsError, match="does not exist"):
+        TransformerTrunk(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ManyheadsError, match="has no config.json"):
+        TransformerTrunk(tmp_path / "empty")
+    (tiny_model_copy / "model.safetensors").rename(tiny_model_copy / "pytorch_model.bin")
+    with pytest.raises(ManyheadsError, match=r"has no \*\.safetensors weights"):
+        TransformerTrunk(tiny_model_copy)
+
+
+def test_transformer_bad_max_length(tiny_model_dir: Path):
+    with pytest.raises(ConfigError, match=r"max_length must be an integer in \[8, 64\], got 500"):
+        TransformerTrunk(tiny_model_dir, max_length=500)
+    with pytest.raises(ConfigError, match="pooling must be one of"):
+        TransformerTrunk(tiny_model_dir, pooling="median")
+
+
+@pytest.mark.minilm
+def test_minilm_default_trunk():
+    trunk = load_trunk("minilm")
+    assert trunk.dim == 384 and trunk.name == "minilm"
+    assert trunk.spec()["type"] == "minilm"  # stored by name: bundles move between machines
+    v = trunk.encode(
+        ["A Python library for parsing XML", "Python module to read XML files", "TrueType fonts"]
+    )
+    assert v.shape == (3, 384)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
