@@ -70,3 +70,10 @@ def best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def write_json(path: str | None, results: dict[str, Any]) -> None:
+    """Write ``results`` to ``path`` (if given) for bench/RESULTS.md."""
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=2)

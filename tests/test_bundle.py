@@ -276,3 +276,15 @@ def test_minilm_bundle_stores_trunk_by_name(tmp_path):
     doc = json.loads((tmp_path / "m" / BUNDLE_JSON).read_text())
     assert doc["trunk"]["spec"]["type"] == "minilm" and doc["trunk"]["dim"] == 384
     assert Bundle.load(tmp_path / "m").predict(["a python library"])[0]["t"]["label"] == "py"
+
+
+def test_auto_C_is_stored_and_reloaded(debian_rows, tmp_path):
+    rows = debian_rows[:400]
+    b = Bundle(trunk=HashingTrunk(dim=256), cache=None)
+    b.fit_head("section", [r["text"] for r in rows], [r["section"] for r in rows], C="auto")
+    chosen = b.heads["section"].C_
+    b.save(tmp_path / "b")
+    doc = json.loads((tmp_path / "b" / BUNDLE_JSON).read_text())
+    assert doc["heads"]["section"]["params"]["C"] == "auto"
+    assert doc["heads"]["section"]["params"]["C_"] == chosen
+    assert Bundle.load(tmp_path / "b").heads["section"].C_ == chosen

@@ -153,7 +153,11 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
         (["--task", "section", "--task", "section"], "--task names must be unique"),
         (["--task", "section", "--text-field", "body"], "missing text field 'body'"),
         (["--task", "section", "--trunk", "nope"], "unknown trunk 'nope'"),
-        (["--task", "section", "--C", "-2"], "C must be a positive number, got -2"),
+        (["--task", "section", "--C", "-2"], "--C must be a positive number or 'auto', got '-2'"),
+        (
+            ["--task", "section", "--C", "lots"],
+            "--C must be a positive number or 'auto', got 'lots'",
+        ),
         (["--task", "section", "--class-weight", "heavy"], "--class-weight must be 'balanced'"),
         (["--task", "section", "--val-fraction", "2"], "val_fraction must be between 0 and 1"),
     ],

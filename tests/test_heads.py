@@ -150,7 +150,7 @@ def test_bad_kind_and_params():
         ConfigError, match="head kind must be one of multiclass, binary, multilabel"
     ):
         LinearHead(kind="regression").fit(np.zeros((2, 2)), ["a", "b"])
-    with pytest.raises(ConfigError, match="C must be a positive number, got -1"):
+    with pytest.raises(ConfigError, match="C must be a positive number or 'auto', got -1"):
         LinearHead(C=-1).fit(np.zeros((2, 2)), ["a", "b"])
     with pytest.raises(ConfigError, match="class_weight must be None, 'balanced' or a dict"):
         LinearHead(class_weight="heavy").fit(np.zeros((2, 2)), ["a", "b"])
@@ -224,3 +224,23 @@ def test_fused_heads_equal_separate_heads_and_subsets():
     only = fused.predict(X[:3], ["tags"])
     assert set(only[0]) == {"tags"}
     assert only[0]["tags"] == answers[0]["tags"]
+
+
+def test_auto_C_walks_the_path_and_picks_by_validation_loss():
+    X, y = _blobs(n=1600, d=48, k=6, spread=0.6, seed=3)
+    tr, va = slice(0, 1000), slice(1000, 1600)
+    auto = LinearHead(C="auto").fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
+    assert auto.C_ in {1.0 / 64 * 4**i for i in range(9)}
+    from manyheads.heads.calibration import calibrated_nll
+
+    def val_loss(C):
+        h = LinearHead(C=C, calibrate=False, tol=1e-6).fit(X[tr], y[tr])
+        return calibrated_nll(h.decision_function(X[va]), h._encode_targets(y[va]), "multiclass")[1]
+
+    # the chosen C is no worse than its neighbours on the grid
+    assert val_loss(auto.C_) <= min(val_loss(auto.C_ * 4), val_loss(auto.C_ / 4)) + 1e-3
+
+
+def test_auto_C_without_validation_data_means_one():
+    X, y = _blobs()
+    assert LinearHead(C="auto").fit(X, y).C_ == 1.0

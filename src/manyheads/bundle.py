@@ -246,7 +246,7 @@ class Bundle:
         val_fraction: float = 0.2,
         refit: bool = True,
         field: str | None = None,
-        C: float = 1.0,
+        C: float | str = 1.0,
         class_weight: str | dict[Any, float] | None = None,
         seed: int = 0,
         progress: bool = False,
@@ -302,11 +302,9 @@ class Bundle:
             y_val = [labels[i] for i in val_idx]
         try:
             head = LinearHead(kind=kind, C=C, class_weight=class_weight)
-            head.fit(X, y)
+            head.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
             if y_val:
                 X_val, y_val = self._known_only(head, X_val, y_val)
-            if len(y_val):
-                head.calibrate_on(X_val, y_val)
             metrics = self._metrics(head, X_val, y_val) if len(y_val) else {"n": 0}
             if len(y_val) and head.temperature_ != 1.0:
                 temperature, head.temperature_ = head.temperature_, 1.0

@@ -91,7 +91,13 @@ def train(
     ] = None,
     label_sep: LabelSepOpt = ",",
     val_fraction: Annotated[float, typer.Option("--val-fraction")] = 0.2,
-    c: Annotated[float, typer.Option("--C", help="Inverse regularisation strength.")] = 1.0,
+    c: Annotated[
+        str,
+        typer.Option(
+            "--C",
+            help="Inverse regularisation strength, or 'auto' to pick it on the validation split.",
+        ),
+    ] = "1.0",
     class_weight: Annotated[
         str | None, typer.Option("--class-weight", help="'balanced' for imbalanced labels.")
     ] = None,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._progress import progress_bar
 from .bundle import BUNDLE_JSON, Bundle, HeadSummary, check_head_name
 from .cache import EmbeddingCache
 from .data import LabelSpec, load_dataset, read_texts
@@ -62,6 +63,19 @@ def parse_task(spec: str) -> TaskSpec:
     return TaskSpec(name=name, field=fld or name, kind=kind)
 
 
+def parse_C(value: float | str) -> float | str:
+    """A positive number or ``"auto"`` (from the command line, both arrive as text)."""
+    if value == "auto":
+        return "auto"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--C must be a positive number or 'auto', got {value!r}") from None
+    if not number > 0:
+        raise ConfigError(f"--C must be a positive number or 'auto', got {value!r}")
+    return number
+
+
 def _cache_arg(cache_dir: str | Path | None, no_cache: bool) -> Any:
     if no_cache:
         return None
@@ -86,7 +100,7 @@ def train_file(
     group_field: str | None = None,
     label_sep: str = ",",
     val_fraction: float = 0.2,
-    C: float = 1.0,
+    C: float | str = 1.0,
     class_weight: str | None = None,
     seed: int = 0,
     cache_dir: str | Path | None = None,
@@ -104,6 +118,7 @@ def train_file(
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"--task names must be unique, got {names}")
+    C = parse_C(C)
     if class_weight not in (None, "balanced"):
         raise ConfigError(f"--class-weight must be 'balanced', got {class_weight!r}")
     dataset = load_dataset(
@@ -133,7 +148,9 @@ def train_file(
     if bundle.cache is not None:
         bundle.embed(dataset.texts, progress=progress)
     summaries = []
+    bar = progress_bar(total=len(specs), desc="training heads", enabled=progress)
     for spec in specs:
+        bar.set_postfix_str(spec.name)
         summaries.append(
             bundle.fit_head(
                 spec.name,
@@ -149,6 +166,8 @@ def train_file(
                 progress=progress,
             )
         )
+        bar.update()
+    bar.close()
     bundle.save(folder)
     return summaries
 

@@ -9,21 +9,14 @@ from scipy.special import expit, log_expit, log_softmax
 _LOG_T_BOUNDS = (-4.0, 4.0)  # temperatures between ~0.02 and ~55
 
 
-def fit_temperature(logits: np.ndarray, y: np.ndarray, kind: str) -> float:
-    """Scalar temperature minimising the validation negative log-likelihood.
-
-    ``multiclass``: ``y`` holds class indices and ``logits`` is ``(n, K)``.
-    ``binary`` / ``multilabel``: ``y`` is a 0/1 matrix shaped like ``logits``.
-    """
+def _nll_function(logits: np.ndarray, y: np.ndarray, kind: str):  # type: ignore[no-untyped-def]
     z = np.asarray(logits, dtype=np.float64)
-    if z.shape[0] == 0:
-        return 1.0
     if kind == "multiclass":
         idx = np.asarray(y, dtype=np.int64)
+        rows = np.arange(len(idx))
 
         def nll(log_t: float) -> float:
-            lp = log_softmax(z / np.exp(log_t), axis=1)
-            return float(-lp[np.arange(len(idx)), idx].mean())
+            return float(-log_softmax(z / np.exp(log_t), axis=1)[rows, idx].mean())
 
     else:
         t = np.asarray(y, dtype=np.float64).reshape(z.shape)
@@ -32,6 +25,24 @@ def fit_temperature(logits: np.ndarray, y: np.ndarray, kind: str) -> float:
             s = z / np.exp(log_t)
             return float(-(t * log_expit(s) + (1 - t) * log_expit(-s)).mean())
 
+    return nll
+
+
+def calibrated_nll(logits: np.ndarray, y: np.ndarray, kind: str) -> tuple[float, float]:
+    """``(temperature, validation log-loss at that temperature)``."""
+    temperature = fit_temperature(logits, y, kind)
+    return temperature, _nll_function(logits, y, kind)(float(np.log(temperature)))
+
+
+def fit_temperature(logits: np.ndarray, y: np.ndarray, kind: str) -> float:
+    """Scalar temperature minimising the validation negative log-likelihood.
+
+    ``multiclass``: ``y`` holds class indices and ``logits`` is ``(n, K)``.
+    ``binary`` / ``multilabel``: ``y`` is a 0/1 matrix shaped like ``logits``.
+    """
+    if np.asarray(logits).shape[0] == 0:
+        return 1.0
+    nll = _nll_function(logits, y, kind)
     res = minimize_scalar(nll, bounds=_LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-4})
     return float(np.exp(res.x))
 

@@ -14,10 +14,11 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError
-from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+from .calibration import calibrated_nll, fit_temperature, tune_binary_threshold, tune_thresholds
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
 KINDS = ("multiclass", "binary", "multilabel")
+_C_MIN, _C_MAX = 1.0 / 64, 1024.0
 
 __all__ = ["KINDS", "LinearHead", "check_kind", "head_from_record", "head_to_record"]
 
@@ -49,8 +50,13 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         ``multiclass``: one label out of K (softmax). ``binary``: two classes,
         one sigmoid output, ``classes_[1]`` is the positive class.
         ``multilabel``: any subset of L labels (one sigmoid per label).
-    C : float
-        Inverse L2 regularisation strength (as in scikit-learn).
+    C : float or "auto"
+        Inverse L2 regularisation strength (as in scikit-learn). ``"auto"``
+        picks it on the validation data passed to :meth:`fit`:
+        starting at 1, C is multiplied (or divided) by 4 while the validation
+        log-loss after temperature scaling improves; the path is warm-started.
+        Without validation data ``"auto"`` means 1 (or the C chosen before,
+        when refitting with ``warm_start``). The chosen value is ``C_``.
     class_weight : None, "balanced" or dict
         Weight classes (multilabel: positives of each label) inversely to
         their frequency, for imbalanced labels.
@@ -69,6 +75,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
     """
 
     classes_: np.ndarray
+    C_: float
     coef_: np.ndarray
     intercept_: np.ndarray
     temperature_: float
@@ -79,7 +86,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
     def __init__(
         self,
         kind: str = "multiclass",
-        C: float = 1.0,
+        C: float | str = 1.0,
         class_weight: str | dict[Any, float] | None = None,
         calibrate: bool = True,
         max_iter: int = 500,
@@ -98,8 +105,8 @@ class LinearHead(ClassifierMixin, BaseEstimator):
 
     def _check_params(self) -> None:
         check_kind(self.kind)
-        if not isinstance(self.C, numbers.Real) or not self.C > 0:
-            raise ConfigError(f"C must be a positive number, got {self.C!r}")
+        if self.C != "auto" and (not isinstance(self.C, numbers.Real) or not self.C > 0):
+            raise ConfigError(f"C must be a positive number or 'auto', got {self.C!r}")
         if not (
             self.class_weight is None
             or self.class_weight == "balanced"
@@ -185,31 +192,104 @@ class LinearHead(ClassifierMixin, BaseEstimator):
             warm = LinearSolution(self.coef_, self.intercept_, 0)
         self.n_features_in_ = X.shape[1]
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        options: dict[str, Any] = {
-            "C": float(self.C),
-            "warm_start": warm,
-            "max_iter": int(self.max_iter),
-            "tol": float(self.tol),
-        }
         if self.kind == "multilabel":
-            sol = fit_sigmoid(X, Y, sample_weight=sw, pos_weight=self._label_weights(Y), **options)
+            pos_weight = self._label_weights(Y)
+
+            def solve(C: float, start: LinearSolution | None) -> LinearSolution:
+                return fit_sigmoid(
+                    X,
+                    Y,
+                    C=C,
+                    sample_weight=sw,
+                    pos_weight=pos_weight,
+                    warm_start=start,
+                    max_iter=int(self.max_iter),
+                    tol=float(self.tol),
+                )
         else:
             idx = self._encode_targets(y_arr)
             if self.class_weight is not None:
                 cw = compute_sample_weight(self.class_weight, y_arr)
                 sw = cw if sw is None else sw * cw
-            if self.kind == "binary":
-                sol = fit_sigmoid(X, idx[:, None], sample_weight=sw, **options)
+
+            def solve(C: float, start: LinearSolution | None) -> LinearSolution:
+                if self.kind == "binary":
+                    return fit_sigmoid(
+                        X,
+                        idx[:, None],
+                        C=C,
+                        sample_weight=sw,
+                        warm_start=start,
+                        max_iter=int(self.max_iter),
+                        tol=float(self.tol),
+                    )
+                return fit_softmax(
+                    X,
+                    idx,
+                    len(self.classes_),
+                    C=C,
+                    sample_weight=sw,
+                    warm_start=start,
+                    max_iter=int(self.max_iter),
+                    tol=float(self.tol),
+                )
+
+        has_val = X_val is not None and y_val is not None and len(y_val) > 0
+        if self.C == "auto" and has_val:
+            self.C_, sol = self._select_C(solve, warm, X_val, y_val)
+        else:
+            if self.C == "auto":
+                C_value = float(getattr(self, "C_", 1.0)) if self.warm_start else 1.0
             else:
-                sol = fit_softmax(X, idx, len(self.classes_), sample_weight=sw, **options)
+                C_value = float(self.C)
+            self.C_ = C_value
+            sol = solve(C_value, warm)
         self.coef_, self.intercept_, self.n_iter_ = sol.coef, sol.intercept, sol.n_iter
         if warm is None or not hasattr(self, "temperature_"):
             self.temperature_ = 1.0
             n_thr = len(self.classes_) if self.kind == "multilabel" else 1
             self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
-        if X_val is not None and y_val is not None and len(y_val):
+        if has_val:
             self.calibrate_on(X_val, y_val)
         return self
+
+    def _select_C(self, solve, warm, X_val, y_val):  # type: ignore[no-untyped-def]
+        """Walk C by factors of 4 from 1 while the calibrated validation log-loss improves."""
+        X_val = check_array(X_val, dtype=(np.float32, np.float64))
+        X_val, target = self._known_validation(X_val, y_val)
+        if len(target) == 0:
+            return 1.0, solve(1.0, warm)
+
+        def score(sol: LinearSolution) -> float:
+            z = X_val @ sol.coef.T + sol.intercept
+            if self.kind == "binary":
+                z = z[:, 0]
+            return calibrated_nll(z, target, self.kind)[1]
+
+        first = solve(1.0, warm)
+        results = {1.0: (score(first), first)}
+        for factor in (4.0, 0.25):
+            C, sol = 1.0, first
+            while _C_MIN <= C * factor <= _C_MAX:
+                C *= factor
+                sol = solve(C, sol)
+                results[C] = (score(sol), sol)
+                if results[C][0] >= results[C / factor][0]:
+                    break
+            if len(results) > 2 or results.get(4.0, (np.inf,))[0] < results[1.0][0]:
+                break  # improving upwards: no need to look below 1
+        best = min(results, key=lambda c: results[c][0])
+        return best, results[best][1]
+
+    def _known_validation(self, X_val: np.ndarray, y_val: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Validation rows and encoded targets, without classes the training data lacks."""
+        if self.kind == "multilabel":
+            return X_val, self._encode_targets(y_val)
+        known = set(self.classes_.tolist())
+        keep = [i for i, v in enumerate(np.asarray(y_val).tolist()) if v in known]
+        y_keep = np.asarray(y_val)[keep]
+        target = self._encode_targets(y_keep)
+        return X_val[keep], target.astype(np.float64) if self.kind == "binary" else target
 
     def _label_weights(self, Y: np.ndarray) -> np.ndarray | None:
         """Per-label weight of positive examples for multilabel ``class_weight``."""
@@ -226,10 +306,10 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         """Fit the temperature (if ``calibrate``) and the thresholds on validation data."""
         check_is_fitted(self, "coef_")
         X_val = check_array(X_val, dtype=(np.float32, np.float64))
+        X_val, target = self._known_validation(X_val, y_val)
+        if len(target) == 0:
+            return self
         z = self.decision_function(X_val, raw=True)
-        target = self._encode_targets(y_val)
-        if self.kind == "binary":
-            target = target.astype(np.float64)
         if self.calibrate:
             self.temperature_ = fit_temperature(z, target, self.kind)
         if self.kind == "multilabel":
@@ -304,7 +384,8 @@ def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarr
         if head.kind == "multiclass"
         else [float(t) for t in head.thresholds_.tolist()],
         "params": {
-            "C": float(head.C),
+            "C": head.C if head.C == "auto" else float(head.C),
+            "C_": float(head.C_),
             "class_weight": head.class_weight,
             "calibrate": bool(head.calibrate),
             "max_iter": int(head.max_iter),
@@ -342,6 +423,7 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
             f"({n_out}, d) / ({n_out},) for a {kind} head with {len(labels)} labels"
         )
     head.classes_ = np.asarray(labels)
+    head.C_ = float(params.get("C_", 1.0 if head.C == "auto" else head.C))
     if kind == "multilabel":
         head._mlb = MultiLabelBinarizer(classes=labels).fit([])
     head.coef_ = coef

@@ -46,13 +46,10 @@ def fit_softmax(
     tol: float = 1e-4,
 ) -> LinearSolution:
     """Multinomial logistic regression; ``y`` holds class indices."""
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    XT = np.ascontiguousarray(X.T)
+    X, XT, sw, total = _prepare(X, sample_weight)
     n, d = X.shape
     K = n_classes
     rows = np.arange(n)
-    sw = np.ones(n, dtype=np.float32) if sample_weight is None else sample_weight.astype(np.float32)
-    total = float(sw.sum())
     scale = (sw / total).astype(np.float32)
     lam = 1.0 / (C * total)
 
@@ -88,13 +85,10 @@ def fit_sigmoid(
     tol: float = 1e-4,
 ) -> LinearSolution:
     """Independent binary logistic regressions, one per column of the 0/1 matrix ``Y``."""
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    XT = np.ascontiguousarray(X.T)
-    n, d = X.shape
+    X, XT, sw, total = _prepare(X, sample_weight)
+    d = X.shape[1]
     K = Y.shape[1]
     Yf = np.asarray(Y, dtype=np.float32)
-    sw = np.ones(n, dtype=np.float32) if sample_weight is None else sample_weight.astype(np.float32)
-    total = float(sw.sum())
     weights = np.repeat((sw / total)[:, None], K, axis=1).astype(np.float32)
     if pos_weight is not None:
         weights *= np.where(Yf > 0, pos_weight[None, :].astype(np.float32), np.float32(1.0))
@@ -120,9 +114,25 @@ def fit_sigmoid(
     return _run(objective, d, K, warm_start, max_iter, tol)
 
 
+def _prepare(
+    X: np.ndarray, sample_weight: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """float32 X, its contiguous transpose, float32 sample weights and their sum."""
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n = X.shape[0]
+    sw = np.ones(n, dtype=np.float32) if sample_weight is None else sample_weight.astype(np.float32)
+    return X, np.ascontiguousarray(X.T), sw, float(sw.sum())
+
+
 def _run(objective, d: int, K: int, warm: LinearSolution | None, max_iter: int, tol: float):  # type: ignore[no-untyped-def]
+    gtol = tol
     if warm is not None and warm.coef.shape == (K, d):
         w0 = warm.packed()
+        # a warm start near the optimum (the previous C of a path) must still make
+        # progress: ask for a gradient at most half the initial one
+        with np.errstate(over="ignore"):
+            _, g0 = objective(w0)
+        gtol = min(tol, 0.5 * float(np.abs(g0).max()))
     else:
         w0 = np.zeros(d * K + K)
     with np.errstate(over="ignore"), _single_threaded_optimizer_blas():
@@ -131,7 +141,7 @@ def _run(objective, d: int, K: int, warm: LinearSolution | None, max_iter: int, 
             w0,
             jac=True,
             method="L-BFGS-B",
-            options={"maxiter": max_iter, "gtol": tol},
+            options={"maxiter": max_iter, "gtol": gtol},
         )
     coef = res.x[: d * K].reshape(d, K).T.astype(np.float32)
     intercept = res.x[d * K :].astype(np.float32)
