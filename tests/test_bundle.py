@@ -287,4 +287,4 @@ def test_auto_C_is_stored_and_reloaded(debian_rows, tmp_path):
     doc = json.loads((tmp_path / "b" / BUNDLE_JSON).read_text())
     assert doc["heads"]["section"]["params"]["C"] == "auto"
     assert doc["heads"]["section"]["params"]["C_"] == chosen
-    assert Bundle.load(tmp_path / "b").heads["section"].C_ == chosen
+    assert chosen == Bundle.load(tmp_path / "b").heads["section"].C_

@@ -42,7 +42,8 @@ def test_hashing_spec_round_trip():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dim": 4}, "dim must be an integer >= 8, got 4"),
+        ({"dim": 4}, r"dim must be an integer in \[8, 4194304\], got 4"),
+        ({"analyzer": "byte"}, "analyzer must be one of"),
         ({"ngram_range": (3, 2)}, r"ngram_range must satisfy 1 <= lo <= hi <= 10, got \(3, 2\)"),
     ],
 )

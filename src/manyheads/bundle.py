@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import __version__
 from ._io import atomic_write_bytes, atomic_write_text
@@ -43,7 +44,7 @@ from .errors import (
 )
 from .evaluate import head_metrics
 from .heads import FusedHeads, LinearHead, check_kind, head_from_record, head_to_record
-from .trunks import Trunk, load_trunk
+from .trunks import CompositeTrunk, Trunk, load_trunk
 from .trunks.base import check_texts
 
 __all__ = ["FORMAT_VERSION", "Bundle", "HeadSummary"]
@@ -106,6 +107,13 @@ class _State:
 
 
 _DEFAULT = "default"
+Features: TypeAlias = "np.ndarray | sp.csr_matrix"
+
+
+def _vstack(a: Features, b: Features) -> Features:
+    if sp.issparse(a) or sp.issparse(b):
+        return sp.vstack([sp.csr_matrix(a), sp.csr_matrix(b)], format="csr")
+    return np.concatenate([a, b])
 
 
 class Bundle:
@@ -126,12 +134,8 @@ class Bundle:
         cache: str | Path | EmbeddingCache | None = _DEFAULT,
     ) -> None:
         self._trunk: Trunk | None = load_trunk(trunk)
-        self._trunk_ref: dict[str, Any] = {
-            "name": self._trunk.name,
-            "fingerprint": self._trunk.fingerprint,
-            "dim": int(self._trunk.dim),
-            "spec": self._trunk.spec(),
-        }
+        self._trunk_state: dict[str, np.ndarray] = {}
+        self._trunk_ref: dict[str, Any] = self._reference(self._trunk)
         self._cache_arg = cache
         self._cache: EmbeddingCache | None = None
         self._state = _State()
@@ -140,12 +144,45 @@ class Bundle:
 
     # -- trunk and cache ---------------------------------------------------
 
+    @staticmethod
+    def _reference(trunk: Trunk) -> dict[str, Any]:
+        """What bundle.json says of the trunk (fingerprint ``None`` until it is fitted)."""
+        pending = bool(getattr(trunk, "needs_fit", False))
+        return {
+            "name": trunk.name,
+            "fingerprint": None if pending else trunk.fingerprint,
+            "dim": int(trunk.dim),
+            "spec": trunk.spec(),
+        }
+
+    @property
+    def trunk_needs_fit(self) -> bool:
+        """True for a new bundle whose trunk has parts fitted on training texts (idf)."""
+        return self._trunk_ref["fingerprint"] is None
+
+    def fit_trunk(self, texts: Sequence[str]) -> None:
+        """Fit the trunk's fitted parts on ``texts``, once; the trunk is frozen afterwards.
+
+        ``fit_head`` calls this with its training texts when needed, so the
+        first head trained into a new bundle fits the trunk.
+        """
+        with self._lock:
+            if not self.trunk_needs_fit:
+                raise BundleError(
+                    f"the trunk {self.trunk_name!r} of this bundle is already fitted and frozen; "
+                    "heads added later reuse it"
+                )
+            trunk = self.trunk
+            trunk.fit(check_texts(texts))  # type: ignore[attr-defined]
+            self._trunk_state = dict(trunk.state())  # type: ignore[attr-defined]
+            self._trunk_ref = self._reference(trunk)
+
     @property
     def trunk(self) -> Trunk:
         """The trunk, built on first use (a loaded bundle defers it) and checked."""
         with self._lock:
             if self._trunk is None:
-                trunk = load_trunk(self._trunk_ref["spec"])
+                trunk = load_trunk(self._trunk_ref["spec"], state=self._trunk_state)
                 if trunk.fingerprint != self._trunk_ref["fingerprint"]:
                     raise FingerprintMismatchError(
                         f"the bundle was trained on trunk {self._trunk_ref['name']!r} with "
@@ -179,18 +216,40 @@ class Bundle:
 
     def embed(
         self, texts: Sequence[str], *, use_cache: bool = True, progress: bool = False
-    ) -> np.ndarray:
-        """Trunk vectors of ``texts``; with the cache, only unseen texts reach the trunk."""
+    ) -> Features:
+        """Trunk vectors of ``texts`` (a CSR matrix when a trunk part is sparse).
+
+        With the cache, only texts unseen by the trunk (or, for a composite
+        trunk, by each of its expensive parts) reach it.
+        """
         texts = check_texts(texts)
+        if self.trunk_needs_fit:
+            raise BundleError(
+                f"the trunk {self.trunk_name!r} must be fitted on training texts first "
+                "(Bundle.fit_trunk, or train a head)"
+            )
+        trunk = self.trunk
         cache = self.cache if use_cache else None
-        if cache is None:
-            return self.trunk.encode(texts, progress=progress) if texts else self._empty()
-        fp, dim = self.trunk_fingerprint, self.dim
+        if isinstance(trunk, CompositeTrunk):
+            return trunk.combine([self._embed_part(p, texts, cache, progress) for p in trunk.parts])
+        return self._embed_part(trunk, texts, cache, progress)
+
+    @staticmethod
+    def _embed_part(
+        trunk: Any, texts: list[str], cache: EmbeddingCache | None, progress: bool
+    ) -> Features:
+        if cache is None or not getattr(trunk, "cacheable", True):
+            if not texts:
+                return np.zeros((0, trunk.dim), dtype=np.float32)
+            if hasattr(trunk, "encode_sparse"):
+                return trunk.encode_sparse(texts)
+            return trunk.encode(texts, progress=progress)
+        fp, dim = trunk.fingerprint, int(trunk.dim)
         found = cache.get(fp, texts, dim)
         todo = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
         fresh: dict[str, np.ndarray] = {}
         if todo:
-            vecs = self.trunk.encode(todo, progress=progress)
+            vecs = trunk.encode(todo, progress=progress)
             cache.put(fp, todo, vecs)
             # round-trip through the storage type so cached and fresh runs agree exactly
             vecs = vecs.astype(np.float16 if cache.dtype == "float16" else np.float32)
@@ -199,9 +258,6 @@ class Bundle:
         for i, (t, v) in enumerate(zip(texts, found, strict=True)):
             out[i] = v if v is not None else fresh[t]
         return out
-
-    def _empty(self) -> np.ndarray:
-        return np.zeros((0, self.dim), dtype=np.float32)
 
     # -- heads -------------------------------------------------------------
 
@@ -273,6 +329,8 @@ class Bundle:
         for i, t in enumerate(texts):
             if not t.strip():
                 raise DataError(f"head {name!r}: text #{i} is empty")
+        if self.trunk_needs_fit:
+            self.fit_trunk(texts)
         t0 = time.perf_counter()
         X_all = self.embed(
             texts + (list(val_texts) if val_texts is not None else []), progress=progress
@@ -313,7 +371,7 @@ class Bundle:
             if refit and len(y_val):
                 self._refit_keeping_calibration(
                     head,
-                    np.concatenate([X, X_val]) if val_texts is not None else X_all,
+                    _vstack(X, X_val) if val_texts is not None else X_all,
                     list(y) + list(y_val) if val_texts is not None else labels,
                 )
         except DataError as exc:
@@ -492,8 +550,8 @@ class Bundle:
         for name in names:
             head = state.heads[name]
             y = list(labels[name])
-            if len(y) != len(X):
-                raise DataError(f"head {name!r}: {len(X)} texts but {len(y)} labels")
+            if len(y) != X.shape[0]:
+                raise DataError(f"head {name!r}: {X.shape[0]} texts but {len(y)} labels")
             if head.kind == "multilabel":
                 known = set(head.classes_.tolist())
                 unseen = sorted({lab for labs in y for lab in labs} - known)
@@ -553,11 +611,19 @@ class Bundle:
                 _, ts = head_to_record(self._state.heads[name])
                 for key, arr in ts.items():
                     tensors[f"heads/{name}/{key}"] = arr
+            for key, arr in self._current_trunk_state().items():
+                tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
             blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
             atomic_write_bytes(folder / HEADS_FILE, blob)
             atomic_write_text(folder / BUNDLE_JSON, text)
         self.path = folder
         return folder
+
+    def _current_trunk_state(self) -> dict[str, np.ndarray]:
+        """Fitted arrays of the trunk (idf of a hashing part), stored in heads.safetensors."""
+        if self._trunk is not None and hasattr(self._trunk, "state"):
+            return dict(self._trunk.state())
+        return dict(self._trunk_state)
 
     @classmethod
     def load(
@@ -628,6 +694,9 @@ class Bundle:
             raise BundleError(f"{where}: 'trunk' needs name, fingerprint, dim and spec")
         bundle = cls.__new__(cls)
         bundle._trunk = None
+        bundle._trunk_state = {
+            key[len("trunk/") :]: arr for key, arr in tensors.items() if key.startswith("trunk/")
+        }
         bundle._trunk_ref = dict(ref)
         bundle._cache_arg = cache
         bundle._cache = None

@@ -86,7 +86,9 @@ def train(
     trunk: Annotated[
         str | None,
         typer.Option(
-            "--trunk", help="minilm (default for a new bundle), hashing, or a model folder path."
+            "--trunk",
+            help="minilm (default for a new bundle), hashing, tfidf, a model folder path, or "
+            "several joined by '+' (minilm+tfidf; with weights: minilm@1+tfidf@0.5).",
         ),
     ] = None,
     label_sep: LabelSepOpt = ",",

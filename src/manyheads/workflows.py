@@ -144,6 +144,8 @@ def train_file(
         raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
     else:
         bundle = Bundle(trunk=trunk or "minilm", cache=cache)
+    if bundle.trunk_needs_fit:  # a new bundle's fitted trunk parts learn from this file
+        bundle.fit_trunk(dataset.texts)
     # one trunk pass for all heads: embed every text once, then fit from the cache
     if bundle.cache is not None:
         bundle.embed(dataset.texts, progress=progress)

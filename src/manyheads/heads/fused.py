@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit, softmax
 
 from .linear import LinearHead
@@ -67,7 +68,8 @@ class FusedHeads:
         """``{head: probabilities}`` computed with a single matrix product."""
         names = list(self.names if names is None else names)
         W, b, slices = self._subset(names)
-        Z = np.asarray(X, dtype=np.float32) @ W + b
+        X = X.astype(np.float32) if sp.issparse(X) else np.asarray(X, dtype=np.float32)
+        Z = np.asarray(X @ W) + b
         out: dict[str, np.ndarray] = {}
         for n in names:
             z = Z[:, slices[n]]
@@ -85,7 +87,7 @@ class FusedHeads:
         """Per text, ``{head: answer}`` in the shape documented on ``Bundle.predict``."""
         names = list(self.names if names is None else names)
         probs = self.probabilities(X, names)
-        results: list[dict[str, Any]] = [{} for _ in range(len(X))]
+        results: list[dict[str, Any]] = [{} for _ in range(X.shape[0])]
         for n in names:
             for row, answer in zip(results, self.decode(n, probs[n]), strict=True):
                 row[n] = answer

@@ -151,7 +151,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         """
         self._check_params()
         previous_classes = getattr(self, "classes_", None)
-        X = check_array(X, dtype=(np.float32, np.float64))
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
         if len(y) != X.shape[0]:
             raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
         if self.kind == "multilabel":
@@ -255,7 +255,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
 
     def _select_C(self, solve, warm, X_val, y_val):  # type: ignore[no-untyped-def]
         """Walk C by factors of 4 from 1 while the calibrated validation log-loss improves."""
-        X_val = check_array(X_val, dtype=(np.float32, np.float64))
+        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)
         if len(target) == 0:
             return 1.0, solve(1.0, warm)
@@ -305,7 +305,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
     def calibrate_on(self, X_val: Any, y_val: Any) -> LinearHead:
         """Fit the temperature (if ``calibrate``) and the thresholds on validation data."""
         check_is_fitted(self, "coef_")
-        X_val = check_array(X_val, dtype=(np.float32, np.float64))
+        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)
         if len(target) == 0:
             return self
@@ -324,7 +324,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
     def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
         """Logits divided by the temperature (``raw=True``: before it)."""
         check_is_fitted(self, "coef_")
-        X = check_array(X, dtype=(np.float32, np.float64))
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
         if X.shape[1] != self.n_features_in_:
             raise DataError(
                 f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
@@ -117,11 +118,17 @@ def fit_sigmoid(
 def _prepare(
     X: np.ndarray, sample_weight: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """float32 X, its contiguous transpose, float32 sample weights and their sum."""
-    X = np.ascontiguousarray(X, dtype=np.float32)
+    """float32 X, its transpose (both contiguous, or CSR when X is sparse), float32
+    sample weights and their sum."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float32)
+        XT = sp.csr_matrix(X.T)
+    else:
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        XT = np.ascontiguousarray(X.T)
     n = X.shape[0]
     sw = np.ones(n, dtype=np.float32) if sample_weight is None else sample_weight.astype(np.float32)
-    return X, np.ascontiguousarray(X.T), sw, float(sw.sum())
+    return X, XT, sw, float(sw.sum())
 
 
 def _run(objective, d: int, K: int, warm: LinearSolution | None, max_iter: int, tol: float):  # type: ignore[no-untyped-def]

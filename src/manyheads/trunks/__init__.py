@@ -12,25 +12,38 @@ from typing import Any
 
 from ..errors import ManyheadsError
 from .base import Trunk, l2_normalise
+from .composite import CompositeTrunk, encode_features
 from .hashing import HashingTrunk
 from .transformer import TransformerTrunk, minilm_path
 
 __all__ = [
     "TRUNK_NAMES",
+    "CompositeTrunk",
     "HashingTrunk",
     "TransformerTrunk",
     "Trunk",
+    "encode_features",
     "l2_normalise",
     "load_trunk",
     "minilm_path",
 ]
 
-TRUNK_NAMES = ("minilm", "hashing")
+TRUNK_NAMES = ("minilm", "hashing", "tfidf")
+
+# named hashing configurations
+_HASHING_PRESETS: dict[str, dict[str, Any]] = {
+    "hashing": {},
+    # TF-IDF without a vocabulary: character 1-5-grams, sublinear tf, idf fitted on training texts
+    "tfidf": {"dim": 2**15, "ngram_range": (1, 5), "idf": True},
+}
 
 
 def _from_spec(spec: dict[str, Any]) -> Trunk:
     kind = spec.get("type")
     options = {k: v for k, v in spec.items() if k not in ("type", "version")}
+    if kind == "composite":
+        parts = [_from_spec(p) for p in options.get("parts", [])]
+        return CompositeTrunk(parts, options.get("weights"))
     if kind == "hashing":
         if "ngram_range" in options:
             options["ngram_range"] = tuple(options["ngram_range"])
@@ -45,23 +58,54 @@ def _from_spec(spec: dict[str, Any]) -> Trunk:
     raise ManyheadsError(f"unknown trunk type {kind!r}; known: minilm, hashing, transformer")
 
 
-def load_trunk(trunk: str | Path | dict[str, Any] | Trunk) -> Trunk:
-    """Build a trunk from a name, a folder path, a spec dict, or return a trunk as is."""
+def load_trunk(
+    trunk: str | Path | dict[str, Any] | Trunk, *, state: dict[str, Any] | None = None
+) -> Trunk:
+    """Build a trunk from a name, a folder path, a spec dict, or return a trunk as is.
+
+    Names: ``minilm``, ``hashing``, ``tfidf``, a model folder path, or several
+    of these joined by ``+`` (a composite trunk), each optionally followed by
+    ``@WEIGHT`` (``minilm@1+tfidf@0.5``). ``state`` holds fitted arrays (the
+    idf of a hashing part) as saved in a bundle.
+    """
     if isinstance(trunk, dict):
-        return _from_spec(trunk)
-    if isinstance(trunk, Path | str):
-        name = str(trunk)
-        if name == "minilm":
-            return _from_spec({"type": "minilm"})
-        if name == "hashing":
-            return _from_spec({"type": "hashing"})
-        path = Path(name).expanduser()
-        if path.is_dir():
-            return TransformerTrunk(path)
-        raise ManyheadsError(
-            f"unknown trunk {name!r}: give one of {', '.join(TRUNK_NAMES)} "
-            "or the path of a local model folder"
-        )
-    if isinstance(trunk, Trunk):
+        built = _from_spec(trunk)
+    elif isinstance(trunk, Path | str):
+        built = _from_name(str(trunk))
+    elif isinstance(trunk, Trunk):
         return trunk
-    raise TypeError(f"trunk must be a name, a path, a spec dict or a Trunk, got {type(trunk)!r}")
+    else:
+        raise TypeError(
+            f"trunk must be a name, a path, a spec dict or a Trunk, got {type(trunk)!r}"
+        )
+    if state:
+        built.load_state(state)  # type: ignore[attr-defined]
+    return built
+
+
+def _from_name(name: str) -> Trunk:
+    if "+" in name and not Path(name).expanduser().is_dir():
+        parts, weights = [], []
+        for piece in name.split("+"):
+            base, _, weight = piece.strip().partition("@")
+            if not base:
+                raise ManyheadsError(f"bad trunk {name!r}: empty part between '+'")
+            try:
+                weights.append(float(weight) if weight else 1.0)
+            except ValueError:
+                raise ManyheadsError(
+                    f"bad trunk {name!r}: weight {weight!r} of part {base!r} is not a number"
+                ) from None
+            parts.append(_from_name(base))
+        return CompositeTrunk(parts, weights)
+    if name == "minilm":
+        return _from_spec({"type": "minilm"})
+    if name in _HASHING_PRESETS:
+        return HashingTrunk(**_HASHING_PRESETS[name])
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return TransformerTrunk(path)
+    raise ManyheadsError(
+        f"unknown trunk {name!r}: give one of {', '.join(TRUNK_NAMES)}, the path of a local "
+        "model folder, or several joined by '+'"
+    )

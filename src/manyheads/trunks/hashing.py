@@ -1,62 +1,141 @@
 """A character n-gram hashing trunk: no pretrained weights, no torch.
 
-Each text becomes a signed, hashed bag of character n-grams (word-boundary
-aware, sublinear counts), L2-normalised. It is fast, deterministic, and a
-strong baseline for tasks that depend on surface form (language, code).
+Each text becomes a hashed bag of character n-grams (word-boundary aware by
+default), with sublinear term frequencies, optionally weighted by an inverse
+document frequency fitted on training texts (TF-IDF without a vocabulary),
+then L2-normalised. It is fast, deterministic, and strong on tasks that
+depend on surface form (language, code, product names).
+
+With ``idf=True`` the trunk must be fitted (:meth:`fit`) before it encodes;
+the idf vector is part of its state and of its fingerprint, so heads trained
+on it cannot be used with a differently fitted one.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.feature_extraction.text import HashingVectorizer
 
-from ..errors import ConfigError
-from .base import check_texts, config_fingerprint, l2_normalise
+from ..errors import ConfigError, ManyheadsError
+from .base import check_texts, config_fingerprint
 
-_VERSION = 1
+_VERSION = 2
+_ANALYZERS = ("char_wb", "char", "word")
 
 
 class HashingTrunk:
-    """Signed hashing of character n-grams into ``dim`` buckets."""
+    """Hashing of character (or word) n-grams into ``dim`` buckets.
+
+    Parameters
+    ----------
+    dim : int
+        Number of hash buckets (width of the vectors).
+    ngram_range : (int, int)
+        Smallest and largest n-gram length.
+    analyzer : {"char_wb", "char", "word"}
+        ``char_wb``: character n-grams inside word boundaries (padded with spaces).
+    lowercase : bool
+    idf : bool
+        Weight buckets by ``log((1 + n) / (1 + df)) + 1`` fitted on training texts.
+    signed : bool
+        Alternate the sign of hashed features so collisions cancel on average
+        (only without idf: with idf the counts stay non-negative).
+    """
+
+    cacheable = False  # recomputing is cheaper than reading wide vectors back
 
     def __init__(
         self,
         dim: int = 2048,
         ngram_range: tuple[int, int] = (1, 4),
+        analyzer: str = "char_wb",
         lowercase: bool = True,
+        idf: bool = False,
+        signed: bool = True,
         batch_size: int = 4096,
     ) -> None:
-        if not isinstance(dim, int) or dim < 8:
-            raise ConfigError(f"hashing trunk dim must be an integer >= 8, got {dim!r}")
+        if not isinstance(dim, int) or not 8 <= dim <= 2**22:
+            raise ConfigError(f"hashing trunk dim must be an integer in [8, 4194304], got {dim!r}")
         lo, hi = ngram_range
         if not 1 <= lo <= hi <= 10:
             raise ConfigError(f"ngram_range must satisfy 1 <= lo <= hi <= 10, got {ngram_range!r}")
+        if analyzer not in _ANALYZERS:
+            raise ConfigError(f"analyzer must be one of {_ANALYZERS}, got {analyzer!r}")
         self.name = "hashing"
         self._dim = dim
         self.ngram_range = (int(lo), int(hi))
+        self.analyzer = analyzer
         self.lowercase = bool(lowercase)
+        self.idf = bool(idf)
+        self.signed = bool(signed) and not self.idf
         self.batch_size = batch_size
         self._vec = HashingVectorizer(
-            analyzer="char_wb",
+            analyzer=analyzer,
             ngram_range=self.ngram_range,
             n_features=dim,
-            alternate_sign=True,
+            alternate_sign=self.signed,
             norm=None,
             lowercase=self.lowercase,
             dtype=np.float32,
         )
-        self._fingerprint = config_fingerprint("hashing", self._config())
+        self.idf_: np.ndarray | None = None
+        self._fingerprint: str | None = None
 
     def _config(self) -> dict[str, Any]:
         return {
             "version": _VERSION,
             "dim": self._dim,
             "ngram_range": list(self.ngram_range),
+            "analyzer": self.analyzer,
             "lowercase": self.lowercase,
+            "idf": self.idf,
+            "signed": self.signed,
         }
+
+    # -- fitting -----------------------------------------------------------
+
+    @property
+    def needs_fit(self) -> bool:
+        return self.idf and self.idf_ is None
+
+    def fit(self, texts: Sequence[str]) -> HashingTrunk:
+        """Fit the idf weights on ``texts`` (a no-op without ``idf``). Returns self."""
+        texts = check_texts(texts)
+        if not self.idf:
+            return self
+        if not texts:
+            raise ManyheadsError("cannot fit the hashing trunk's idf on zero texts")
+        df = np.zeros(self._dim, dtype=np.float64)
+        for start in range(0, len(texts), self.batch_size):
+            m = self._vec.transform(texts[start : start + self.batch_size]).tocsc()
+            df += np.diff(m.indptr)  # documents per bucket
+        n = len(texts)
+        self.idf_ = (np.log((1.0 + n) / (1.0 + df)) + 1.0).astype(np.float32)
+        self._fingerprint = None
+        return self
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Fitted arrays to store beside the spec (empty when there is nothing fitted)."""
+        return {} if self.idf_ is None else {"idf": self.idf_}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        if not self.idf:
+            return
+        idf = state.get("idf")
+        if idf is None or idf.shape != (self._dim,):
+            shape = None if idf is None else idf.shape
+            raise ManyheadsError(
+                f"hashing trunk state needs an 'idf' vector of shape ({self._dim},), got {shape}"
+            )
+        self.idf_ = np.asarray(idf, dtype=np.float32)
+        self._fingerprint = None
+
+    # -- protocol ----------------------------------------------------------
 
     @property
     def dim(self) -> int:
@@ -64,23 +143,41 @@ class HashingTrunk:
 
     @property
     def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            extra = [] if self.idf_ is None else [hashlib.sha256(self.idf_.tobytes()).digest()]
+            self._fingerprint = config_fingerprint("hashing", self._config(), *extra)
         return self._fingerprint
 
     def spec(self) -> dict[str, Any]:
         return {"type": "hashing", **self._config()}
 
+    def encode_sparse(self, texts: Sequence[str]) -> sp.csr_matrix:
+        """Rows as a sparse CSR float32 matrix, L2-normalised."""
+        texts = check_texts(texts)
+        if self.needs_fit:
+            raise ManyheadsError(
+                "this hashing trunk weights n-grams by idf and must be fitted on training "
+                "texts first (HashingTrunk.fit, or train a head into a new bundle)"
+            )
+        blocks = []
+        for start in range(0, len(texts), self.batch_size):
+            m = self._vec.transform(texts[start : start + self.batch_size]).tocsr()
+            m.data = np.sign(m.data) * np.log1p(np.abs(m.data))  # sublinear tf
+            if self.idf_ is not None:
+                m = m @ sp.diags(self.idf_)
+            blocks.append(m.astype(np.float32))
+        out = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, self._dim))
+        norms = np.sqrt(np.asarray(out.multiply(out).sum(axis=1)).ravel())
+        norms[norms == 0] = 1.0
+        return sp.csr_matrix(sp.diags(1.0 / norms) @ out, dtype=np.float32)
+
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
-        texts = check_texts(texts)
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        step = batch_size or self.batch_size
-        for start in range(0, len(texts), step):
-            m = self._vec.transform(texts[start : start + step])
-            # sublinear term frequency, keeping the hash sign
-            m.data = np.sign(m.data) * np.log1p(np.abs(m.data))
-            out[start : start + step] = m.toarray()
-        return l2_normalise(out)
+        return np.asarray(self.encode_sparse(texts).toarray(), dtype=np.float32)
 
     def __repr__(self) -> str:
-        return f"HashingTrunk(dim={self._dim}, ngram_range={self.ngram_range})"
+        return (
+            f"HashingTrunk(dim={self._dim}, ngram_range={self.ngram_range}, "
+            f"analyzer={self.analyzer!r}, idf={self.idf})"
+        )

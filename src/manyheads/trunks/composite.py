@@ -1,0 +1,114 @@
+"""A composite trunk: the weighted concatenation of several trunks' vectors.
+
+``minilm+hashing`` joins a pretrained encoder (meaning) with a character
+n-gram trunk (surface form). Each part's vector is L2-normalised, multiplied
+by its weight, and the concatenation is scaled back to unit length. Parts that
+are fitted on training texts (a hashing trunk with idf) are fitted once, when
+the bundle is created, and then frozen like any trunk.
+
+Wide sparse parts (hashing) stay sparse: :meth:`encode_features` returns a
+SciPy CSR matrix when any part is sparse, and heads, fusion and the cache
+work on it directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError
+from .base import Trunk, check_texts
+
+
+class CompositeTrunk:
+    """Concatenation of ``parts`` with per-part ``weights``."""
+
+    def __init__(self, parts: Sequence[Trunk], weights: Sequence[float] | None = None) -> None:
+        parts = list(parts)
+        if len(parts) < 2:
+            raise ConfigError(f"a composite trunk needs at least 2 parts, got {len(parts)}")
+        weights = [1.0] * len(parts) if weights is None else [float(w) for w in weights]
+        if len(weights) != len(parts):
+            raise ConfigError(f"{len(parts)} trunk parts but {len(weights)} weights")
+        if any(not w > 0 for w in weights):
+            raise ConfigError(f"trunk part weights must be positive, got {weights}")
+        self.parts = parts
+        self.weights = weights
+        self.name = "+".join(p.name for p in parts)
+        self._scale = [w / float(np.sqrt(sum(x * x for x in weights))) for w in weights]
+
+    @property
+    def dim(self) -> int:
+        return sum(int(p.dim) for p in self.parts)
+
+    @property
+    def needs_fit(self) -> bool:
+        return any(getattr(p, "needs_fit", False) for p in self.parts)
+
+    def fit(self, texts: Sequence[str]) -> CompositeTrunk:
+        for p in self.parts:
+            if getattr(p, "needs_fit", False):
+                p.fit(texts)  # type: ignore[attr-defined]
+        return self
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(b"composite")
+        for p, w in zip(self.parts, self.weights, strict=True):
+            h.update(p.fingerprint.encode())
+            h.update(repr(w).encode())
+        return h.hexdigest()[:16]
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "type": "composite",
+            "parts": [p.spec() for p in self.parts],
+            "weights": list(self.weights),
+        }
+
+    def state(self) -> dict[str, np.ndarray]:
+        out = {}
+        for i, p in enumerate(self.parts):
+            for key, arr in (p.state() if hasattr(p, "state") else {}).items():
+                out[f"parts/{i}/{key}"] = arr
+        return out
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        for i, p in enumerate(self.parts):
+            prefix = f"parts/{i}/"
+            own = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+            if hasattr(p, "load_state"):
+                p.load_state(own)
+
+    def combine(self, blocks: Sequence[np.ndarray | sp.spmatrix]) -> np.ndarray | sp.csr_matrix:
+        """Join the parts' (normalised) vectors with the part weights."""
+        scaled = [b * s for b, s in zip(blocks, self._scale, strict=True)]
+        if any(sp.issparse(b) for b in scaled):
+            return sp.hstack([sp.csr_matrix(b) for b in scaled], format="csr", dtype=np.float32)
+        return np.concatenate(scaled, axis=1).astype(np.float32)
+
+    def encode_features(self, texts: Sequence[str]) -> np.ndarray | sp.csr_matrix:
+        texts = check_texts(texts)
+        return self.combine([encode_features(p, texts) for p in self.parts])
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        X: Any = self.encode_features(texts)
+        return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
+
+    def __repr__(self) -> str:
+        return f"CompositeTrunk({self.parts!r}, weights={self.weights})"
+
+
+def encode_features(trunk: Any, texts: Sequence[str]) -> np.ndarray | sp.csr_matrix:
+    """A trunk's vectors, sparse where the trunk offers it (``encode_sparse``)."""
+    if hasattr(trunk, "encode_sparse"):
+        return trunk.encode_sparse(texts)
+    if hasattr(trunk, "encode_features"):
+        return trunk.encode_features(texts)
+    return trunk.encode(texts)
