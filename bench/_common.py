@@ -50,6 +50,24 @@ def debian_rows(n: int, *, lang: str = "en", seed: int = 0) -> tuple[list[dict[s
     return rows, str(source.relative_to(ROOT.parent) if source == SHARED else source.name)
 
 
+def corpus_rows(name: str, n: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` rows (whole groups, shuffled by group) of a shared corpus, any language."""
+    path = ROOT.parent / "shared" / "data" / f"{name}.jsonl.gz"
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            by_group.setdefault(row["group"], []).append(row)
+    groups = sorted(by_group)
+    random.Random(seed).shuffle(groups)
+    rows: list[dict[str, Any]] = []
+    for g in groups:
+        rows.extend(by_group[g][: max(1, n // 200)])  # cap rows per group: more variety
+        if len(rows) >= n:
+            break
+    return rows[:n]
+
+
 def grouped_split(rows: list[dict[str, Any]], test_fraction: float = 0.2, seed: int = 0):
     from sklearn.model_selection import GroupShuffleSplit
 

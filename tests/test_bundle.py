@@ -84,7 +84,25 @@ def test_save_load_round_trip(trained: Bundle, tmp_path: Path):
 def test_no_pickle_in_bundle(trained: Bundle, tmp_path: Path):
     trained.save(tmp_path / "b")
     names = sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.startswith("."))
-    assert names == [BUNDLE_JSON, HEADS_FILE]
+    assert names == [BUNDLE_JSON, "data", HEADS_FILE]
+    kept = sorted(p.name for p in (tmp_path / "b" / "data").iterdir())
+    assert kept and all(n.endswith(".jsonl.gz") for n in kept)
+
+
+def test_training_data_is_kept_and_checked(trained: Bundle, tmp_path: Path, debian_rows):
+    trained.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    texts, labels, groups = loaded.training_data("section")
+    assert texts == [r["text"] for r in debian_rows[:600]]
+    assert labels == [r["section"] for r in debian_rows[:600]]
+    assert groups == [r["group"] for r in debian_rows[:600]]
+    # removing a head drops its data file at the next save (unless shared)
+    loaded.remove_head("role")
+    loaded.save(tmp_path / "b")
+    assert len(list((tmp_path / "b" / "data").iterdir())) == 2
+    b2 = Bundle(trunk=HashingTrunk(dim=512), cache=None)
+    b2.fit_head("x", ["a b", "c d", "e f", "g h"], ["1", "2", "1", "2"], keep_data=False)
+    assert b2.training_data("x") is None
 
 
 def test_add_replace_remove_one_head(trained: Bundle, debian_rows, tmp_path: Path):
@@ -288,3 +306,34 @@ def test_auto_C_is_stored_and_reloaded(debian_rows, tmp_path):
     assert doc["heads"]["section"]["params"]["C"] == "auto"
     assert doc["heads"]["section"]["params"]["C_"] == chosen
     assert chosen == Bundle.load(tmp_path / "b").heads["section"].C_
+
+
+@pytest.mark.parametrize("head_type", ["mlp", "auto"])
+def test_mlp_and_auto_heads_in_a_bundle(debian_rows, tmp_path, head_type):
+    pytest.importorskip("torch")
+    rows = debian_rows[:500]
+    texts = [r["text"] for r in rows]
+    b = Bundle(trunk=HashingTrunk(dim=256), cache=None)
+    b.fit_head("lin", texts, [r["library"] for r in rows], kind="binary")
+    s = b.fit_head("section", texts, [r["section"] for r in rows], head=head_type)
+    info = b.head_info["section"]
+    assert info["head_type"] in ("mlp", "linear")
+    if head_type == "auto":
+        assert set(s.metrics["head_choice"]) == {"linear", "mlp"}
+    else:
+        assert info["head_type"] == "mlp"
+    out = b.predict(TEXTS)
+    assert set(out[0]) == {"lin", "section"}
+    b.save(tmp_path / "b")
+    again = Bundle.load(tmp_path / "b", cache=None)
+    assert again.predict(TEXTS) == out
+    doc = json.loads((tmp_path / "b" / BUNDLE_JSON).read_text())
+    assert doc["heads"]["section"]["type"] == info["head_type"]
+
+
+def test_unknown_head_type():
+    b = Bundle(trunk=HashingTrunk(dim=64), cache=None)
+    with pytest.raises(
+        manyheads.ConfigError, match="head type must be one of linear, mlp, auto; got 'tree'"
+    ):
+        b.fit_head("h", ["a b", "c d", "e f", "g h"], ["1", "2", "1", "2"], head="tree")

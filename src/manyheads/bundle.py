@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import hashlib
 import json
 import os
@@ -38,12 +39,20 @@ from .cache import EmbeddingCache
 from .data import split_indices
 from .errors import (
     BundleError,
+    ConfigError,
     DataError,
     FingerprintMismatchError,
     UnknownHeadError,
 )
 from .evaluate import head_metrics
-from .heads import FusedHeads, LinearHead, check_kind, head_from_record, head_to_record
+from .heads import (
+    AnyHead,
+    FusedHeads,
+    LinearHead,
+    any_head_from_record,
+    any_head_to_record,
+    check_kind,
+)
 from .trunks import CompositeTrunk, Trunk, load_trunk
 from .trunks.base import check_texts
 
@@ -51,6 +60,7 @@ __all__ = ["FORMAT_VERSION", "Bundle", "HeadSummary"]
 
 FORMAT_VERSION = 1
 BUNDLE_JSON = "bundle.json"
+DATA_DIR = "data"
 HEADS_FILE = "heads.safetensors"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
@@ -93,12 +103,12 @@ class HeadSummary:
 class _State:
     """An immutable snapshot of the head set: swapped whole, never edited in place."""
 
-    heads: Mapping[str, LinearHead] = field(default_factory=dict)
+    heads: Mapping[str, AnyHead] = field(default_factory=dict)
     info: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     fused: FusedHeads | None = None
 
     @staticmethod
-    def build(heads: dict[str, LinearHead], info: dict[str, dict[str, Any]]) -> _State:
+    def build(heads: dict[str, AnyHead], info: dict[str, dict[str, Any]]) -> _State:
         return _State(
             heads=MappingProxyType(dict(heads)),
             info=MappingProxyType(dict(info)),
@@ -108,6 +118,23 @@ class _State:
 
 _DEFAULT = "default"
 Features: TypeAlias = "np.ndarray | sp.csr_matrix"
+
+
+HEAD_TYPES = ("linear", "mlp", "auto")
+
+
+def _dense(X: Any) -> np.ndarray:
+    return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
+
+
+def _new_head(
+    head_type: str, kind: str, *, C: float | str, class_weight: Any, seed: int
+) -> AnyHead:
+    if head_type == "mlp":
+        from .heads.mlp import MLPHead
+
+        return MLPHead(kind=kind, class_weight=class_weight, random_state=seed)
+    return LinearHead(kind=kind, C=C, class_weight=class_weight)
 
 
 def _vstack(a: Features, b: Features) -> Features:
@@ -135,6 +162,7 @@ class Bundle:
     ) -> None:
         self._trunk: Trunk | None = load_trunk(trunk)
         self._trunk_state: dict[str, np.ndarray] = {}
+        self._data: dict[str, tuple[list[str], list[Any], list[Any] | None]] = {}
         self._trunk_ref: dict[str, Any] = self._reference(self._trunk)
         self._cache_arg = cache
         self._cache: EmbeddingCache | None = None
@@ -262,7 +290,7 @@ class Bundle:
     # -- heads -------------------------------------------------------------
 
     @property
-    def heads(self) -> Mapping[str, LinearHead]:
+    def heads(self) -> Mapping[str, AnyHead]:
         """``{name: head}`` (read-only view of the current head set)."""
         return self._state.heads
 
@@ -304,10 +332,21 @@ class Bundle:
         field: str | None = None,
         C: float | str = 1.0,
         class_weight: str | dict[Any, float] | None = None,
+        head: str = "linear",
+        keep_data: bool = True,
         seed: int = 0,
         progress: bool = False,
     ) -> HeadSummary:
         """Train (or replace) head ``name`` on ``texts`` / ``labels``.
+
+        ``head``: ``"linear"`` (default; fused into the bundle's one matrix
+        product), ``"mlp"`` (one hidden layer, dropout, early stopping on the
+        validation split; needs torch to train, not to predict), or ``"auto"``
+        (both, keeping the one with the better validation accuracy).
+
+        With ``keep_data`` (default) the training texts, labels and groups are
+        saved in the bundle (``data/HASH.jsonl.gz``), so every head can be
+        refitted when the trunk changes (``manyheads finetune``).
 
         The data is split into train and validation (grouped when ``groups``
         are given, else stratified), unless ``val_texts`` / ``val_labels`` are
@@ -358,19 +397,34 @@ class Bundle:
             X, X_val = X_full[train_idx], X_full[val_idx]
             y = [labels[i] for i in train_idx]
             y_val = [labels[i] for i in val_idx]
+        if head not in HEAD_TYPES:
+            raise ConfigError(f"head type must be one of {', '.join(HEAD_TYPES)}; got {head!r}")
         try:
-            head = LinearHead(kind=kind, C=C, class_weight=class_weight)
-            head.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
-            if y_val:
-                X_val, y_val = self._known_only(head, X_val, y_val)
-            metrics = self._metrics(head, X_val, y_val) if len(y_val) else {"n": 0}
-            if len(y_val) and head.temperature_ != 1.0:
-                temperature, head.temperature_ = head.temperature_, 1.0
-                metrics["ece_uncalibrated"] = self._metrics(head, X_val, y_val)["ece"]
-                head.temperature_ = temperature
-            if refit and len(y_val):
+            if head != "linear" and sp.issparse(X):  # MLP heads take dense input
+                X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
+            candidates = ["linear", "mlp"] if head == "auto" else [head]
+            fitted: list[tuple[Any, ...]] = []
+            for head_type in candidates:
+                model = _new_head(head_type, kind, C=C, class_weight=class_weight, seed=seed)
+                model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
+                Xv, yv = self._known_only(model, X_val, y_val) if y_val else (X_val, y_val)
+                found = self._metrics(model, Xv, yv) if len(yv) else {"n": 0}
+                fitted.append((found.get("accuracy", 0.0), -len(fitted), model, found, Xv, yv))
+            # best validation accuracy; ties go to the earlier (linear) candidate
+            _, _, model, best_metrics, X_val, y_val = max(fitted, key=lambda f: (f[0], f[1]))
+            metrics = dict(best_metrics)
+            if head == "auto":
+                metrics["head_choice"] = {
+                    type_: round(float(f[0]), 6)
+                    for type_, f in zip(candidates, fitted, strict=True)
+                }
+            if len(y_val) and model.temperature_ != 1.0:
+                temperature, model.temperature_ = model.temperature_, 1.0
+                metrics["ece_uncalibrated"] = self._metrics(model, X_val, y_val)["ece"]
+                model.temperature_ = temperature
+            if refit and len(y_val) and isinstance(model, LinearHead):
                 self._refit_keeping_calibration(
-                    head,
+                    model,
                     _vstack(X, X_val) if val_texts is not None else X_all,
                     list(y) + list(y_val) if val_texts is not None else labels,
                 )
@@ -386,12 +440,17 @@ class Bundle:
             "n_val": int(metrics.get("n", 0)),
             "data_hash": data_hash(texts, labels),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
         }
-        self.add_head(name, head, info=info)
+        if keep_data:
+            rel = f"{DATA_DIR}/{str(info['data_hash'])[:24]}.jsonl.gz"
+            info["data"] = rel
+            self._data[rel] = (texts, labels, None if groups is None else list(groups))
+        self.add_head(name, model, info=info)
         return HeadSummary(
             name=name,
             kind=kind,
-            n_classes=len(head.classes_),
+            n_classes=len(model.classes_),
             n_train=len(train_idx),
             n_val=int(metrics.get("n", 0)),
             metrics=metrics,
@@ -422,7 +481,7 @@ class Bundle:
 
     @staticmethod
     def _known_only(
-        head: LinearHead, X_val: np.ndarray, y_val: list[Any]
+        head: AnyHead, X_val: Features, y_val: list[Any]
     ) -> tuple[np.ndarray, list[Any]]:
         """Drop validation rows whose class the train split never saw (multiclass/binary)."""
         if head.kind == "multilabel":
@@ -433,7 +492,7 @@ class Bundle:
         return X_val[keep], [y_val[i] for i in keep]
 
     @staticmethod
-    def _metrics(head: LinearHead, X: np.ndarray, y: Sequence[Any]) -> dict[str, Any]:
+    def _metrics(head: AnyHead, X: np.ndarray, y: Sequence[Any]) -> dict[str, Any]:
         proba = head.predict_proba(X)
         target = head._encode_targets(y)
         if head.kind == "multilabel":
@@ -444,11 +503,11 @@ class Bundle:
             pred = np.array([index[v] for v in pred_labels.tolist()])
         return head_metrics(head.kind, target, pred, proba)
 
-    def add_head(self, name: str, head: LinearHead, *, info: dict[str, Any] | None = None) -> None:
+    def add_head(self, name: str, head: AnyHead, *, info: dict[str, Any] | None = None) -> None:
         """Add or replace one head. ``info['trunk_fingerprint']`` must match the trunk."""
         name = check_head_name(name)
-        if not isinstance(head, LinearHead) or not hasattr(head, "coef_"):
-            raise DataError(f"head {name!r} must be a fitted LinearHead")
+        if not hasattr(head, "n_features_in_") or not hasattr(head, "temperature_"):
+            raise DataError(f"head {name!r} must be a fitted LinearHead or MLPHead")
         info = dict(info or {})
         fp = info.setdefault("trunk_fingerprint", self.trunk_fingerprint)
         if fp != self.trunk_fingerprint:
@@ -488,7 +547,7 @@ class Bundle:
             raise UnknownHeadError(
                 f"unknown head {name!r}; the bundle has: {', '.join(state.heads)}"
             )
-        record, tensors = head_to_record(state.heads[name])
+        record, tensors = any_head_to_record(state.heads[name])
         record.update({k: v for k, v in state.info[name].items() if k not in record})
         return record, tensors
 
@@ -498,7 +557,7 @@ class Bundle:
         """Install a head from its record and tensors; refuses another trunk's head."""
         if "trunk_fingerprint" not in record:
             raise DataError(f"head {name!r} record lacks 'trunk_fingerprint'")
-        head = head_from_record(record, tensors)
+        head = any_head_from_record(record, tensors)
         info = {
             k: v
             for k, v in record.items()
@@ -568,7 +627,7 @@ class Bundle:
         return out
 
     @staticmethod
-    def _metrics_with_unseen(head: LinearHead, X: np.ndarray, y: list[Any]) -> dict[str, Any]:
+    def _metrics_with_unseen(head: AnyHead, X: np.ndarray, y: list[Any]) -> dict[str, Any]:
         """Multiclass/binary metrics where labels unknown to the head count as errors."""
         proba = head.predict_proba(X)
         index = {c: i for i, c in enumerate(head.classes_.tolist())}
@@ -608,16 +667,71 @@ class Bundle:
             text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
             tensors: dict[str, np.ndarray] = {}
             for name in self._state.heads:
-                _, ts = head_to_record(self._state.heads[name])
+                _, ts = any_head_to_record(self._state.heads[name])
                 for key, arr in ts.items():
                     tensors[f"heads/{name}/{key}"] = arr
             for key, arr in self._current_trunk_state().items():
                 tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
+            self._save_data(folder)
             blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
             atomic_write_bytes(folder / HEADS_FILE, blob)
             atomic_write_text(folder / BUNDLE_JSON, text)
         self.path = folder
         return folder
+
+    def _save_data(self, folder: Path) -> None:
+        """Write each kept training set once (content-addressed); drop unreferenced ones."""
+        wanted = {str(i["data"]) for i in self._state.info.values() if i.get("data")}
+        for rel in sorted(wanted):
+            target = folder / rel
+            if target.exists():
+                continue
+            if rel not in self._data:
+                source = None if self.path is None else self.path / rel
+                if source is not None and source.is_file() and source.resolve() != target.resolve():
+                    atomic_write_bytes(target, source.read_bytes())
+                continue
+            texts, labels, groups = self._data[rel]
+            lines = []
+            for i, (t, lab) in enumerate(zip(texts, labels, strict=True)):
+                row: dict[str, Any] = {"text": t, "label": lab}
+                if groups is not None:
+                    row["group"] = groups[i]
+                lines.append(json.dumps(row, ensure_ascii=False))
+            atomic_write_bytes(target, gzip.compress(("\n".join(lines) + "\n").encode(), 6))
+        data_dir = folder / DATA_DIR
+        if data_dir.is_dir():
+            for old in data_dir.glob("*.jsonl.gz"):
+                if f"{DATA_DIR}/{old.name}" not in wanted:
+                    old.unlink()
+
+    def training_data(self, name: str) -> tuple[list[str], list[Any], list[Any] | None] | None:
+        """The texts, labels and groups head ``name`` was trained on, if the bundle kept them."""
+        info = self.head_info.get(name)
+        if info is None:
+            raise UnknownHeadError(
+                f"unknown head {name!r}; the bundle has: {', '.join(self.heads)}"
+            )
+        rel = info.get("data")
+        if not rel:
+            return None
+        if rel in self._data:
+            return self._data[rel]
+        path = None if self.path is None else self.path / rel
+        if path is None or not path.is_file():
+            return None
+        texts, labels, groups = [], [], []
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                row = json.loads(line)
+                texts.append(row["text"])
+                labels.append(row["label"])
+                groups.append(row.get("group"))
+        data = (texts, labels, None if all(g is None for g in groups) else groups)
+        if data_hash(texts, labels) != info.get("data_hash"):
+            raise BundleError(f"{path}: training data of head {name!r} does not match its hash")
+        self._data[rel] = data
+        return data
 
     def _current_trunk_state(self) -> dict[str, np.ndarray]:
         """Fitted arrays of the trunk (idf of a hashing part), stored in heads.safetensors."""
@@ -694,6 +808,7 @@ class Bundle:
             raise BundleError(f"{where}: 'trunk' needs name, fingerprint, dim and spec")
         bundle = cls.__new__(cls)
         bundle._trunk = None
+        bundle._data = {}
         bundle._trunk_state = {
             key[len("trunk/") :]: arr for key, arr in tensors.items() if key.startswith("trunk/")
         }
@@ -710,7 +825,7 @@ class Bundle:
                     f"the trunk given has fingerprint {trunk.fingerprint}"
                 )
             bundle._trunk = trunk
-        heads: dict[str, LinearHead] = {}
+        heads: dict[str, AnyHead] = {}
         infos: dict[str, dict[str, Any]] = {}
         for name, record in (doc.get("heads") or {}).items():
             ts = {
@@ -719,7 +834,7 @@ class Bundle:
                 if key.startswith(f"heads/{name}/")
             }
             try:
-                head = head_from_record(record, ts)
+                head = any_head_from_record(record, ts)
             except DataError as exc:
                 raise BundleError(f"{where}: head {name!r}: {exc}") from exc
             info = {

@@ -103,6 +103,14 @@ def train(
     class_weight: Annotated[
         str | None, typer.Option("--class-weight", help="'balanced' for imbalanced labels.")
     ] = None,
+    head: Annotated[
+        str,
+        typer.Option(
+            "--head",
+            help="linear (fused, default), mlp (one hidden layer), or auto "
+            "(the better of both on the validation split).",
+        ),
+    ] = "linear",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
@@ -119,6 +127,7 @@ def train(
         val_fraction=val_fraction,
         C=c,
         class_weight=class_weight,
+        head=head,
         seed=seed,
         cache_dir=cache_dir,
         no_cache=no_cache,

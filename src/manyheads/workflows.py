@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ._progress import progress_bar
-from .bundle import BUNDLE_JSON, Bundle, HeadSummary, check_head_name
+from .bundle import BUNDLE_JSON, HEAD_TYPES, Bundle, HeadSummary, check_head_name
 from .cache import EmbeddingCache
 from .data import LabelSpec, load_dataset, read_texts
 from .errors import BundleError, ConfigError, DataError
@@ -102,6 +102,7 @@ def train_file(
     val_fraction: float = 0.2,
     C: float | str = 1.0,
     class_weight: str | None = None,
+    head: str = "linear",
     seed: int = 0,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
@@ -119,6 +120,8 @@ def train_file(
     if len(set(names)) != len(names):
         raise ConfigError(f"--task names must be unique, got {names}")
     C = parse_C(C)
+    if head not in HEAD_TYPES:
+        raise ConfigError(f"--head must be one of {', '.join(HEAD_TYPES)}, got {head!r}")
     if class_weight not in (None, "balanced"):
         raise ConfigError(f"--class-weight must be 'balanced', got {class_weight!r}")
     dataset = load_dataset(
@@ -164,6 +167,7 @@ def train_file(
                 field=spec.field,
                 C=C,
                 class_weight=class_weight,
+                head=head,
                 seed=seed,
                 progress=progress,
             )

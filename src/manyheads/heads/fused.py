@@ -1,4 +1,8 @@
-"""Every linear head stacked into one matrix, applied with one matrix product."""
+"""Every linear head stacked into one matrix, applied with one matrix product.
+
+Heads that are not linear (MLP heads) are applied one after the other on the
+same embedding matrix, each as one batched forward pass.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ class FusedHeads:
     already temperature-scaled.
     """
 
-    def __init__(self, heads: Mapping[str, LinearHead]) -> None:
+    def __init__(self, heads: Mapping[str, Any]) -> None:
         if not heads:
             raise ValueError("FusedHeads needs at least one head")
         dims = {h.n_features_in_ for h in heads.values()}
@@ -29,10 +33,13 @@ class FusedHeads:
         self.dim = dims.pop()
         self.names = list(heads)
         self.heads = dict(heads)
-        blocks, biases = [], []
+        self.linear = [n for n, h in self.heads.items() if isinstance(h, LinearHead)]
+        self.others = [n for n in self.names if n not in self.linear]
+        blocks, biases = [np.zeros((self.dim, 0), dtype=np.float32)], [np.zeros(0, np.float32)]
         self.slices: dict[str, slice] = {}
         col = 0
-        for name, head in self.heads.items():
+        for name in self.linear:
+            head = self.heads[name]
             k = head.n_outputs_
             blocks.append(head.coef_.T / head.temperature_)
             biases.append(head.intercept_ / head.temperature_)
@@ -45,8 +52,8 @@ class FusedHeads:
         self._subsets: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, dict[str, slice]]] = {}
 
     def _subset(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, slice]]:
-        key = tuple(names)
-        if key == tuple(self.names):
+        key = tuple(n for n in names if n in self.slices)
+        if key == tuple(self.linear):
             return self.W, self.b, self.slices
         if key not in self._subsets:
             cols = np.concatenate([np.arange(self.W.shape[1])[self.slices[n]] for n in key])
@@ -69,9 +76,13 @@ class FusedHeads:
         names = list(self.names if names is None else names)
         W, b, slices = self._subset(names)
         X = X.astype(np.float32) if sp.issparse(X) else np.asarray(X, dtype=np.float32)
-        Z = np.asarray(X @ W) + b
+        Z = np.asarray(X @ W) + b if slices else None
         out: dict[str, np.ndarray] = {}
         for n in names:
+            if n not in slices:  # a non-linear head: its own batched forward pass
+                out[n] = self.heads[n].predict_proba(X)
+                continue
+            assert Z is not None
             z = Z[:, slices[n]]
             kind = self.heads[n].kind
             if kind == "multiclass":

@@ -34,7 +34,7 @@ TRUNK_NAMES = ("minilm", "hashing", "tfidf")
 _HASHING_PRESETS: dict[str, dict[str, Any]] = {
     "hashing": {},
     # TF-IDF without a vocabulary: character 1-5-grams, sublinear tf, idf fitted on training texts
-    "tfidf": {"dim": 2**15, "ngram_range": (1, 5), "idf": True},
+    "tfidf": {"dim": 2**14, "ngram_range": (1, 5), "idf": True},
 }
 
 

@@ -1,0 +1,644 @@
+"""A one-hidden-layer MLP head on trunk embeddings (scikit-learn estimator contract).
+
+Training needs torch (the ``transformers`` extra); prediction is plain numpy, so a
+bundle with MLP heads answers without torch installed. Targets, class weights,
+temperature scaling and thresholds are handled exactly as in
+:class:`~manyheads.heads.linear.LinearHead`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, softmax
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import MultiLabelBinarizer
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from ..errors import ConfigError, DataError, require
+from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+from .linear import _as_label_sets, check_kind
+
+__all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
+
+_MIN_HOLDOUT = 5  # fewer internal validation rows than this: no internal hold-out
+_THREADED_STEP_MACS = 2**28  # smaller minibatch steps (batch * d * hidden) run on one thread
+_IMPROVEMENT = 1e-6  # relative decrease of the validation loss that counts as better
+_PARAM_NAMES = (
+    "hidden",
+    "dropout",
+    "lr",
+    "weight_decay",
+    "max_epochs",
+    "patience",
+    "batch_size",
+    "validation_fraction",
+    "class_weight",
+    "calibrate",
+    "random_state",
+)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@contextlib.contextmanager
+def _torch_threads(torch: Any, step_macs: int) -> Iterator[None]:
+    """Train on one torch thread when a minibatch step is small; restore the count after.
+
+    A step of a typical head (batch 256, 384-2048 features, 256 hidden units) is
+    25-135 million multiply-adds: more threads gain little on an idle machine,
+    and where other processes keep the cores busy OpenMP's barriers make each
+    step 5-30x slower (2 cores, one busy: a 256x384 @ 384x256 product takes
+    0.5 ms on one thread, 8-16 ms on two). Larger steps keep torch's setting.
+    """
+    before = torch.get_num_threads()
+    if step_macs >= _THREADED_STEP_MACS or before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class MLPHead(ClassifierMixin, BaseEstimator):
+    """Linear -> ReLU -> Dropout -> Linear on L2-normalised embeddings.
+
+    Parameters
+    ----------
+    kind : {"multiclass", "binary", "multilabel"}
+        As for :class:`~manyheads.heads.linear.LinearHead`: softmax over K
+        classes; one sigmoid output with ``classes_[1]`` the positive class;
+        one sigmoid per label (targets as label lists or a 0/1 indicator matrix).
+    hidden : int
+        Width of the hidden layer (>= 1).
+    dropout : float
+        Dropout on the hidden layer during training, in [0, 1).
+    lr, weight_decay : float
+        AdamW learning rate (> 0) and decoupled weight decay (>= 0; applied to
+        the weight matrices, not to the biases).
+    max_epochs : int
+        Upper bound on passes over the training rows.
+    patience : int
+        Early stopping: stop after ``patience`` epochs whose validation loss is
+        no better than the best so far; the best epoch's weights are kept.
+    batch_size : int
+        Minibatch size (the validation loss is computed in one full batch).
+    validation_fraction : float
+        In [0, 1). Only used when :meth:`fit` gets no validation data (or none of
+        its rows has a label seen in training): this fraction of the training
+        rows (stratified by class for multiclass / binary, every class keeping
+        at least one training row) is held out, not trained on, and used for
+        early stopping and then for the temperature and thresholds. With 0, or
+        when the hold-out would have fewer than 5 rows, nothing is held out:
+        the head trains ``max_epochs`` epochs, temperature 1, thresholds 0.5.
+    class_weight : None, "balanced" or dict
+        As for LinearHead: weight classes inversely to their frequency
+        (multilabel: each label's positives by neg/pos, clipped to [1, 100]).
+    calibrate : bool
+        Fit a temperature on the validation data.
+    random_state : int or None
+        Seeds the weight initialisation, dropout, shuffling and the internal
+        hold-out; the same seed gives the same weights (same machine, same torch
+        thread count). The global torch random state is left as it was.
+
+    Training runs on one torch thread while ``batch_size * d * hidden`` is below
+    2**28 (torch's thread count is restored afterwards); inputs are centred and
+    scaled to unit mean variance for training, folded into ``W1_`` / ``b1_``.
+
+    Learned attributes: ``classes_``, ``W1_`` (d x hidden), ``b1_``, ``W2_``
+    (hidden x outputs), ``b2_`` (all float32), ``temperature_``, ``thresholds_``
+    (binary: (1,), multilabel: (L,), multiclass: (1,) unused 0.5),
+    ``n_features_in_``, ``n_epochs_`` (epochs run) and ``best_epoch_`` (1-based
+    epoch whose weights were kept).
+    """
+
+    classes_: np.ndarray
+    W1_: np.ndarray
+    b1_: np.ndarray
+    W2_: np.ndarray
+    b2_: np.ndarray
+    temperature_: float
+    thresholds_: np.ndarray
+    n_features_in_: int
+    n_epochs_: int
+    best_epoch_: int
+
+    def __init__(
+        self,
+        kind: str = "multiclass",
+        hidden: int = 256,
+        dropout: float = 0.2,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        max_epochs: int = 200,
+        patience: int = 10,
+        batch_size: int = 256,
+        validation_fraction: float = 0.1,
+        class_weight: str | dict[Any, float] | None = None,
+        calibrate: bool = True,
+        random_state: int | None = 0,
+    ) -> None:
+        self.kind = kind
+        self.hidden = hidden
+        self.dropout = dropout
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.batch_size = batch_size
+        self.validation_fraction = validation_fraction
+        self.class_weight = class_weight
+        self.calibrate = calibrate
+        self.random_state = random_state
+
+    # -- parameters and targets ----------------------------------------------
+
+    def _check_params(self) -> None:
+        check_kind(self.kind)
+        for name in ("hidden", "max_epochs", "patience", "batch_size"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if not _is_real(self.dropout) or not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        if not _is_real(self.lr) or not (0 < self.lr < np.inf):
+            raise ConfigError(f"lr must be a positive finite number, got {self.lr!r}")
+        if not _is_real(self.weight_decay) or not (0 <= self.weight_decay < np.inf):
+            raise ConfigError(
+                f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}"
+            )
+        if not _is_real(self.validation_fraction) or not 0 <= self.validation_fraction < 1:
+            raise ConfigError(
+                f"validation_fraction must be a number in [0, 1), got {self.validation_fraction!r}"
+            )
+        if not (
+            self.class_weight is None
+            or self.class_weight == "balanced"
+            or isinstance(self.class_weight, dict)
+        ):
+            raise ConfigError(
+                f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
+            )
+        if self.random_state is not None and (
+            not _is_int(self.random_state) or not 0 <= self.random_state < 2**63
+        ):
+            raise ConfigError(
+                f"random_state must be None or an integer in [0, 2**63), got {self.random_state!r}"
+            )
+
+    def _set_targets(self, y: Any) -> np.ndarray:
+        """Learn ``classes_`` from ``y``; return class indices or the 0/1 target matrix."""
+        if self.kind == "multilabel":
+            if isinstance(y, np.ndarray) and y.ndim == 2:
+                self._fit_indicator = True
+                self.classes_ = np.arange(y.shape[1])
+                Y = (y != 0).astype(np.float32)
+            else:
+                self._fit_indicator = False
+                self._mlb = MultiLabelBinarizer()
+                Y = self._mlb.fit_transform(_as_label_sets(y)).astype(np.float32)
+                self.classes_ = self._mlb.classes_
+            if Y.shape[1] == 0:
+                raise DataError("multilabel targets contain no label at all")
+            return Y
+        y_arr = np.asarray(y)
+        if y_arr.ndim != 1:
+            raise DataError(f"{self.kind} targets must be one label per row")
+        self.classes_ = np.unique(y_arr)
+        if len(self.classes_) < 2:
+            only = self.classes_.tolist()[0] if len(self.classes_) else None
+            raise DataError(
+                f"labels have a single class ({only!r}); a classifier needs at least two"
+            )
+        if self.kind == "binary" and len(self.classes_) != 2:
+            raise DataError(
+                f"a binary head needs exactly 2 classes, got {len(self.classes_)}: "
+                f"{self.classes_.tolist()[:10]}"
+            )
+        return self._encode_targets(y_arr)
+
+    def _encode_targets(self, y: Any) -> np.ndarray:
+        """Targets as class indices (multiclass / binary) or a 0/1 float32 matrix."""
+        if self.kind == "multilabel":
+            if getattr(self, "_fit_indicator", False):
+                if not (isinstance(y, np.ndarray) and y.ndim == 2):
+                    raise DataError(
+                        "this head was fitted on a 0/1 indicator matrix; "
+                        "pass validation targets the same way"
+                    )
+                if y.shape[1] != len(self.classes_):
+                    raise DataError(
+                        f"indicator matrix has {y.shape[1]} columns, expected {len(self.classes_)}"
+                    )
+                return (y != 0).astype(np.float32)
+            known = set(self.classes_.tolist())
+            sets = [[lab for lab in labs if lab in known] for labs in _as_label_sets(y)]
+            return self._mlb.transform(sets).astype(np.float32)
+        y_arr = np.asarray(y)
+        index = {c: i for i, c in enumerate(self.classes_.tolist())}
+        try:
+            idx = np.fromiter((index[v] for v in y_arr.tolist()), dtype=np.int64, count=len(y_arr))
+        except KeyError as exc:
+            raise DataError(f"label {exc.args[0]!r} was not seen in training") from exc
+        return idx
+
+    def _known_validation(self, X_val: Any, y_val: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Validation rows and encoded targets (binary: float 0/1), without unseen classes."""
+        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
+        if X_val.shape[0] != len(y_val):
+            raise DataError(f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val)} labels")
+        if self.kind == "multilabel":
+            return X_val, self._encode_targets(y_val)
+        known = set(self.classes_.tolist())
+        keep = [i for i, v in enumerate(np.asarray(y_val).tolist()) if v in known]
+        target = self._encode_targets(np.asarray(y_val)[keep])
+        return X_val[keep], target.astype(np.float64) if self.kind == "binary" else target
+
+    def _output_weights(self, target: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(per-class weights, per-label positive weights)`` from ``class_weight``."""
+        if self.class_weight is None:
+            return None, None
+        if self.kind == "multilabel":
+            if self.class_weight == "balanced":
+                pos = target.sum(0)
+                neg = target.shape[0] - pos
+                return None, np.clip(neg / np.maximum(pos, 1), 1.0, 100.0)
+            assert isinstance(self.class_weight, dict)
+            return None, np.array(
+                [float(self.class_weight.get(c, 1.0)) for c in self.classes_.tolist()]
+            )
+        # the per-sample weights LinearHead uses, as one weight per class
+        sw = compute_sample_weight(self.class_weight, self.classes_[target])
+        per_class = np.ones(len(self.classes_))
+        per_class[target] = sw
+        return per_class, None
+
+    def _holdout(self, target: np.ndarray, seed: int) -> np.ndarray | None:
+        """Boolean mask of internally held-out rows, or None when nothing is held out."""
+        n = target.shape[0]
+        frac = float(self.validation_fraction)
+        if frac <= 0 or n * frac < _MIN_HOLDOUT:
+            return None
+        rng = np.random.default_rng(seed)
+        perm = rng.permutation(n)
+        mask = np.zeros(n, dtype=bool)
+        if self.kind == "multilabel":
+            mask[perm[: round(n * frac)]] = True
+        else:
+            # stratified: random order within each class, stochastic rounding of
+            # each class's share, and every class keeps a training row
+            order = perm[np.argsort(target[perm], kind="stable")]
+            counts = np.bincount(target, minlength=len(self.classes_))
+            take = np.floor(counts * frac + rng.random(len(counts))).astype(np.int64)
+            take = np.minimum(take, np.maximum(counts - 1, 0))
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            rank = np.arange(n) - np.repeat(starts, counts)
+            mask[order[rank < np.repeat(take, counts)]] = True
+        if mask.sum() < _MIN_HOLDOUT:
+            return None
+        return mask
+
+    # -- fitting ---------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, *, X_val: Any = None, y_val: Any = None) -> MLPHead:
+        """Train on ``X`` (n x d embeddings) and ``y``, early-stopping on ``(X_val, y_val)``.
+
+        The temperature (if ``calibrate``) and the binary / multilabel thresholds
+        are then fitted on the validation data; see ``validation_fraction`` for
+        what happens without it. Needs torch.
+        """
+        self._check_params()
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
+        if len(y) != X.shape[0]:
+            raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
+        target = self._set_targets(y)
+        if X.shape[0] == 0:
+            raise DataError("no training rows")
+        X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float32)
+        self.n_features_in_ = X.shape[1]
+        seed = (
+            int(np.random.default_rng().integers(2**62))
+            if self.random_state is None
+            else int(self.random_state)
+        )
+
+        Xv: np.ndarray | None = None
+        tv: np.ndarray | None = None
+        if X_val is not None and y_val is not None and len(y_val) > 0:
+            Xv, tv = self._known_validation(X_val, y_val)
+            if Xv.shape[1] != self.n_features_in_:
+                raise DataError(f"X_val has {Xv.shape[1]} features but X has {self.n_features_in_}")
+            if len(tv) == 0:
+                Xv = tv = None
+        if Xv is None:
+            held = self._holdout(target, seed)
+            if held is not None:
+                Xv, tv = X[held], target[held]
+                if self.kind == "binary":
+                    tv = tv.astype(np.float64)
+                X, target = X[~held], target[~held]
+        if Xv is not None:
+            Xv = np.ascontiguousarray(
+                Xv.toarray() if hasattr(Xv, "toarray") else Xv, dtype=np.float32
+            )
+
+        class_w, pos_w = self._output_weights(target)
+        self._train(X, target, Xv, tv, class_w, pos_w, seed)
+
+        self.temperature_ = 1.0
+        n_thr = len(self.classes_) if self.kind == "multilabel" else 1
+        self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
+        if Xv is not None and tv is not None:
+            self._calibrate(Xv, tv)
+        return self
+
+    def _train(
+        self,
+        X: np.ndarray,
+        target: np.ndarray,
+        Xv: np.ndarray | None,
+        tv: np.ndarray | None,
+        class_w: np.ndarray | None,
+        pos_w: np.ndarray | None,
+        seed: int,
+    ) -> None:
+        torch: Any = require("torch", "transformers")
+        functional = torch.nn.functional
+        n, d = X.shape
+        n_out = 1 if self.kind == "binary" else len(self.classes_)
+        kind = self.kind
+
+        with warnings.catch_warnings():
+            # read-only arrays (memory maps, safetensors) are never written to here
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            X_t = torch.from_numpy(X)
+            Xv_t = None if Xv is None else torch.from_numpy(Xv)
+        if kind == "multiclass":
+            y_t = torch.from_numpy(np.ascontiguousarray(target, dtype=np.int64))
+            yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=np.int64))
+        elif kind == "binary":
+            y_t = torch.from_numpy(np.asarray(target, dtype=np.float32))
+            yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=np.float32))
+        else:
+            y_t = torch.from_numpy(np.ascontiguousarray(target, dtype=np.float32))
+            yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=np.float32))
+        cw_t = None if class_w is None else torch.from_numpy(class_w.astype(np.float32))
+        pw_t = None if pos_w is None else torch.from_numpy(pos_w.astype(np.float32))
+
+        def loss_fn(logits: Any, t: Any) -> Any:
+            if kind == "multiclass":
+                return functional.cross_entropy(logits, t, weight=cw_t)
+            if kind == "binary":
+                per_row = functional.binary_cross_entropy_with_logits(
+                    logits[:, 0], t, reduction="none"
+                )
+                if cw_t is None:
+                    return per_row.mean()
+                w = cw_t[t.long()]
+                return (per_row * w).sum() / w.sum()
+            return functional.binary_cross_entropy_with_logits(logits, t, pos_weight=pw_t)
+
+        # Inputs are centred and scaled to unit mean variance for training (L2-normalised
+        # embeddings have coordinates of ~1/sqrt(d) and a large common mean, which makes
+        # AdamW with default initialisation crawl); the transform is folded into W1_ / b1_.
+        var, mu_t = torch.var_mean(X_t, dim=0, correction=0)
+        spread = float(var.mean())
+        scale = 1.0 / np.sqrt(spread) if spread > 0 and np.isfinite(spread) else 1.0
+        Xv_s = None if Xv_t is None else (Xv_t - mu_t) * scale
+
+        hidden, batch = int(self.hidden), int(self.batch_size)
+        with torch.random.fork_rng(devices=[]), _torch_threads(torch, batch * d * hidden):
+            torch.manual_seed(seed)
+            first = torch.nn.Linear(d, hidden)
+            second = torch.nn.Linear(hidden, n_out)
+            model = torch.nn.Sequential(
+                first, torch.nn.ReLU(), torch.nn.Dropout(float(self.dropout)), second
+            )
+            optimizer = torch.optim.AdamW(
+                [
+                    {"params": [first.weight, second.weight], "weight_decay": self.weight_decay},
+                    {"params": [first.bias, second.bias], "weight_decay": 0.0},
+                ],
+                lr=float(self.lr),
+            )
+            generator = torch.Generator().manual_seed(seed)
+            params = [first.weight, first.bias, second.weight, second.bias]
+            best_loss, best_epoch = np.inf, 0
+            best_state: list[Any] | None = None
+            epoch = 0
+            for epoch in range(1, int(self.max_epochs) + 1):
+                model.train()
+                perm = torch.randperm(n, generator=generator)
+                total = torch.zeros(())
+                for start in range(0, n, batch):
+                    rows = perm[start : start + batch]
+                    loss = loss_fn(model((X_t[rows] - mu_t) * scale), y_t[rows])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    total += loss.detach()
+                if not torch.isfinite(total):
+                    raise ConfigError(
+                        f"MLP head training diverged in epoch {epoch} (loss {float(total)}); "
+                        f"lower lr (now {self.lr!r})"
+                    )
+                if Xv_s is None:
+                    continue
+                model.eval()
+                with torch.no_grad():
+                    val_loss = float(loss_fn(model(Xv_s), yv_t))
+                if best_state is None or val_loss < best_loss * (1 - _IMPROVEMENT):
+                    best_loss, best_epoch = val_loss, epoch
+                    best_state = [p.detach().clone() for p in params]
+                elif epoch - best_epoch >= int(self.patience):
+                    break
+            self.n_epochs_ = epoch
+            if best_state is None:  # no validation data: the last epoch's weights
+                self.best_epoch_ = epoch
+                best_state = [p.detach() for p in params]
+            else:
+                self.best_epoch_ = best_epoch
+        W1, b1, W2, b2 = (t.numpy().astype(np.float64) for t in best_state)
+        mu = mu_t.numpy().astype(np.float64)
+        # relu(((x - mu) * scale) @ W1.T + b1) == relu(x @ (scale * W1.T) + (b1 - scale * W1 @ mu))
+        self.W1_ = np.ascontiguousarray(scale * W1.T, dtype=np.float32)
+        self.b1_ = (b1 - scale * (W1 @ mu)).astype(np.float32)
+        self.W2_ = np.ascontiguousarray(W2.T, dtype=np.float32)
+        self.b2_ = b2.astype(np.float32)
+
+    def calibrate_on(self, X_val: Any, y_val: Any) -> MLPHead:
+        """Fit the temperature (if ``calibrate``) and the thresholds on validation data.
+
+        Rows whose label was not seen in training are dropped (multilabel: the
+        unseen labels are); with no row left nothing changes.
+        """
+        check_is_fitted(self, "W1_")
+        X_val, target = self._known_validation(X_val, y_val)
+        return self._calibrate(X_val, target)
+
+    def _calibrate(self, X_val: Any, target: np.ndarray) -> MLPHead:
+        if len(target) == 0:
+            return self
+        z = self.decision_function(X_val, raw=True)
+        if self.calibrate:
+            self.temperature_ = fit_temperature(z, target, self.kind)
+        if self.kind == "multilabel":
+            self.thresholds_ = tune_thresholds(expit(z / self.temperature_), target)
+        elif self.kind == "binary":
+            p = expit(z / self.temperature_)
+            self.thresholds_ = np.array([tune_binary_threshold(p, target)], dtype=np.float32)
+        return self
+
+    # -- prediction (numpy only) -----------------------------------------------
+
+    def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
+        """Logits divided by the temperature (``raw=True``: before it)."""
+        check_is_fitted(self, "W1_")
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
+        if X.shape[1] != self.n_features_in_:
+            raise DataError(
+                f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"
+            )
+        H = np.asarray(X @ self.W1_, dtype=np.float32)
+        H += self.b1_
+        np.maximum(H, 0, out=H)
+        z = H @ self.W2_
+        z += self.b2_
+        if self.kind == "binary":
+            z = z[:, 0]
+        return z if raw else z / np.float32(self.temperature_)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Multiclass: softmax (n x K). Binary: (n x 2). Multilabel: per-label sigmoid (n x L)."""
+        return self.proba_from_logits(self.decision_function(X))
+
+    def proba_from_logits(self, z: np.ndarray) -> np.ndarray:
+        """Probabilities from temperature-scaled logits."""
+        if self.kind == "multiclass":
+            return softmax(z, axis=1)
+        p = expit(z)
+        if self.kind == "binary":
+            p = p.reshape(-1)
+            return np.stack([1 - p, p], axis=1)
+        return p
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel)."""
+        return self.predict_from_proba(self.predict_proba(X))
+
+    def predict_from_proba(self, proba: np.ndarray) -> np.ndarray:
+        if self.kind == "multiclass":
+            return self.classes_[np.argmax(proba, axis=1)]
+        if self.kind == "binary":
+            return self.classes_[(proba[:, 1] >= self.thresholds_[0]).astype(int)]
+        return (proba >= self.thresholds_).astype(np.int64)
+
+    @property
+    def n_outputs_(self) -> int:
+        """Output units: 1 for binary, else the number of classes / labels."""
+        check_is_fitted(self, "W1_")
+        return int(self.W2_.shape[1])
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        if self.kind == "multilabel":
+            tags.target_tags.multi_output = True
+        return tags
+
+
+def mlp_head_to_record(head: MLPHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The JSON-ready description of a fitted MLP head and its weight tensors."""
+    check_is_fitted(head, "W1_")
+    params = head.get_params()
+    params.pop("kind", None)
+    record = {
+        "type": "mlp",
+        "kind": head.kind,
+        "labels": head.classes_.tolist(),
+        "temperature": float(head.temperature_),
+        "thresholds": None
+        if head.kind == "multiclass"
+        else [float(t) for t in head.thresholds_.tolist()],
+        "params": params,
+        "n_epochs": int(head.n_epochs_),
+        "best_epoch": int(head.best_epoch_),
+    }
+    tensors = {
+        name: np.ascontiguousarray(getattr(head, f"{name}_"), dtype=np.float32)
+        for name in ("W1", "b1", "W2", "b2")
+    }
+    return record, tensors
+
+
+def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> MLPHead:
+    """Rebuild a fitted MLP head from :func:`mlp_head_to_record` output; checks every shape."""
+    if record.get("type") != "mlp":
+        raise DataError(f"head record has type {record.get('type')!r}, expected 'mlp'")
+    kind = check_kind(record.get("kind"))
+    labels = record.get("labels")
+    if not isinstance(labels, list) or len(labels) < (1 if kind == "multilabel" else 2):
+        raise DataError(f"head record has no valid 'labels' list: {labels!r}")
+    params = dict(record.get("params") or {})
+    head = MLPHead(kind=kind, **{k: v for k, v in params.items() if k in _PARAM_NAMES})
+    try:
+        head._check_params()
+    except ConfigError as exc:
+        raise DataError(f"MLP head record has a bad parameter: {exc}") from exc
+    try:
+        W1, b1, W2, b2 = (
+            np.asarray(tensors[name], dtype=np.float32) for name in ("W1", "b1", "W2", "b2")
+        )
+    except KeyError as exc:
+        raise DataError(f"head weights lack the tensor {exc.args[0]!r}") from exc
+    n_out = 1 if kind == "binary" else len(labels)
+    h = W1.shape[1] if W1.ndim == 2 else -1
+    if (
+        W1.ndim != 2
+        or b1.shape != (h,)
+        or W2.shape != (h, n_out)
+        or b2.shape != (n_out,)
+        or ("hidden" in params and params["hidden"] != h)
+    ):
+        raise DataError(
+            f"MLP head weights have shapes W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, "
+            f"b2 {b2.shape}; expected (d, h), (h,), (h, {n_out}), ({n_out},) for a {kind} "
+            f"head with {len(labels)} labels"
+            + (f" and hidden={params['hidden']}" if "hidden" in params else "")
+        )
+    for name, array in (("W1", W1), ("b1", b1), ("W2", W2), ("b2", b2)):
+        if not np.isfinite(array).all():
+            raise DataError(f"MLP head tensor {name!r} holds non-finite values")
+    head.classes_ = np.asarray(labels)
+    if kind == "multilabel":
+        head._fit_indicator = False
+        head._mlb = MultiLabelBinarizer(classes=labels).fit([])
+    head.W1_, head.b1_, head.W2_, head.b2_ = W1, b1, W2, b2
+    head.n_features_in_ = int(W1.shape[0])
+    head.n_epochs_ = int(record.get("n_epochs", 0))
+    head.best_epoch_ = int(record.get("best_epoch", 0))
+    temperature = float(record.get("temperature", 1.0))
+    if not temperature > 0:
+        raise DataError(f"head temperature must be positive, got {temperature!r}")
+    head.temperature_ = temperature
+    thresholds = record.get("thresholds")
+    n_thr = len(labels) if kind == "multilabel" else 1
+    if thresholds is None:
+        thresholds = [0.5] * n_thr
+    if len(thresholds) != n_thr:
+        raise DataError(f"head has {len(thresholds)} thresholds, expected {n_thr}")
+    head.thresholds_ = np.asarray(thresholds, dtype=np.float32)
+    return head
