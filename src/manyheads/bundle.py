@@ -56,7 +56,7 @@ from .heads import (
 from .trunks import CompositeTrunk, Trunk, load_trunk
 from .trunks.base import check_texts
 
-__all__ = ["FORMAT_VERSION", "Bundle", "HeadSummary"]
+__all__ = ["FORMAT_VERSION", "Bundle", "FinetuneSummary", "HeadSummary"]
 
 FORMAT_VERSION = 1
 BUNDLE_JSON = "bundle.json"
@@ -97,6 +97,16 @@ class HeadSummary:
     metrics: dict[str, Any]
     seconds: float
     embed_seconds: float
+
+
+@dataclass(frozen=True)
+class FinetuneSummary:
+    """What :meth:`Bundle.finetune` reports: the fine-tuning run, each refitted head,
+    and the heads dropped because the bundle had no training data for them."""
+
+    report: Any
+    heads: list[HeadSummary]
+    dropped: list[str]
 
 
 @dataclass(frozen=True)
@@ -210,7 +220,7 @@ class Bundle:
         """The trunk, built on first use (a loaded bundle defers it) and checked."""
         with self._lock:
             if self._trunk is None:
-                trunk = load_trunk(self._trunk_ref["spec"], state=self._trunk_state)
+                trunk = load_trunk(self._trunk_ref["spec"], state=self._trunk_state, base=self.path)
                 if trunk.fingerprint != self._trunk_ref["fingerprint"]:
                     raise FingerprintMismatchError(
                         f"the bundle was trained on trunk {self._trunk_ref['name']!r} with "
@@ -676,8 +686,140 @@ class Bundle:
             blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
             atomic_write_bytes(folder / HEADS_FILE, blob)
             atomic_write_text(folder / BUNDLE_JSON, text)
+            self._drop_old_trunks(folder, text)
         self.path = folder
         return folder
+
+    def finetune(
+        self,
+        texts: Sequence[str],
+        tasks: Mapping[str, tuple[str, Sequence[Any]]],
+        folder: str | os.PathLike[str],
+        *,
+        groups: Sequence[Any] | None = None,
+        fields: Mapping[str, str] | None = None,
+        epochs: int = 2,
+        max_length: int = 128,
+        batch_size: int = 16,
+        lr: float = 2e-5,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> FinetuneSummary:
+        """Fine-tune the trunk on ``tasks`` (LP-FT) and refit every head on the new trunk.
+
+        ``tasks``: head name -> (kind, labels aligned with ``texts``). The
+        fine-tuned transformer is written inside the bundle ``folder``
+        (``trunk-ID/``, safetensors) and the bundle points to it with a new
+        fingerprint. Every head is then refitted on the new embeddings, with
+        its own training data: the data given here for the heads in
+        ``tasks``, the data the bundle kept for the others. A head whose data
+        is missing is removed and reported in ``dropped``, never kept on a
+        trunk it was not trained on. Temperatures and thresholds are fitted
+        again. Call :meth:`save` afterwards (the CLI does).
+        """
+        from .finetune import finetune_transformer
+        from .trunks import TransformerTrunk
+
+        folder = Path(folder)
+        trunk = self.trunk
+        parts = trunk.parts if isinstance(trunk, CompositeTrunk) else [trunk]
+        neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
+        if len(neural) != 1:
+            raise ConfigError(
+                f"fine-tuning needs a trunk with exactly one transformer part; this bundle's "
+                f"trunk is {self.trunk_name!r}"
+            )
+        texts = check_texts(texts)
+        for name, (kind, labels) in tasks.items():
+            check_head_name(name)
+            check_kind(kind)
+            if len(labels) != len(texts):
+                raise DataError(f"task {name!r}: {len(texts)} texts but {len(labels)} labels")
+        source = parts[neural[0]]
+        assert isinstance(source, TransformerTrunk)
+        folder.mkdir(parents=True, exist_ok=True)
+        rel = f"trunk-{uuid.uuid4().hex[:12]}"
+        report = finetune_transformer(
+            source.path,
+            texts,
+            tasks,
+            folder / rel,
+            epochs=epochs,
+            max_length=max_length,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            progress=progress,
+        )
+        tuned = TransformerTrunk(
+            folder / rel,
+            name=f"{source.name}-ft",
+            pooling=source.pooling,
+            max_length=source.max_length,
+        )
+        spec = tuned.spec()
+        spec["path"] = rel  # relative: the bundle folder can move
+        new_parts = list(parts)
+        new_parts[neural[0]] = tuned
+        new_trunk: Trunk = (
+            CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else tuned
+        )
+        # the data of every head, before the heads change
+        refits: dict[str, tuple[list[str], list[Any], Any, str]] = {}
+        dropped: list[str] = []
+        for name in self.heads:
+            if name in tasks:
+                continue
+            kept = self.training_data(name)
+            if kept is None:
+                dropped.append(name)
+                continue
+            info = self.head_info[name]
+            refits[name] = (kept[0], kept[1], kept[2], str(info.get("field", name)))
+        for name, (_, labels) in tasks.items():
+            field_name = (fields or {}).get(name, name)
+            refits[name] = (texts, list(labels), groups, field_name)
+        old_info = dict(self.head_info)
+        old_C = {n: getattr(h, "C", 1.0) for n, h in self.heads.items()}
+        kinds = {n: old_info[n]["kind"] for n in old_info}
+        kinds.update({n: k for n, (k, _) in tasks.items()})
+        with self._lock:
+            self._trunk = new_trunk
+            ref = self._reference(new_trunk)
+            if isinstance(new_trunk, CompositeTrunk):
+                ref["spec"]["parts"][neural[0]] = spec
+            else:
+                ref["spec"] = spec
+            self._trunk_ref = ref
+            self._state = _State()
+        summaries = []
+        for name, (t, labels, g, field_name) in refits.items():
+            info = old_info.get(name, {})
+            summaries.append(
+                self.fit_head(
+                    name,
+                    t,
+                    labels,
+                    kind=kinds[name],
+                    groups=g,
+                    field=field_name,
+                    head=str(info.get("head_type", "linear")),
+                    C=old_C.get(name, 1.0),
+                    progress=progress,
+                    seed=seed,
+                )
+            )
+        self.path = folder
+        return FinetuneSummary(report=report, heads=summaries, dropped=dropped)
+
+    @staticmethod
+    def _drop_old_trunks(folder: Path, bundle_json: str) -> None:
+        """Remove fine-tuned trunk folders (``trunk-ID``) the saved bundle no longer uses."""
+        import shutil
+
+        for old in folder.glob("trunk-*"):
+            if old.is_dir() and f'"{old.name}"' not in bundle_json:
+                shutil.rmtree(old, ignore_errors=True)
 
     def _save_data(self, folder: Path) -> None:
         """Write each kept training set once (content-addressed); drop unreferenced ones."""

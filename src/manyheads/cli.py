@@ -168,6 +168,86 @@ def train(
     typer.echo(f"saved {bundle}")
 
 
+@app.command()
+def finetune(
+    data: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL or Parquet file.")],
+    bundle: BundleOpt,
+    task: Annotated[
+        list[str],
+        typer.Option("--task", "-t", help="NAME[=FIELD][:multiclass|binary|multilabel]; repeat."),
+    ],
+    epochs: Annotated[int, typer.Option("--epochs", help="Fine-tuning epochs.")] = 2,
+    max_length: Annotated[
+        int, typer.Option("--max-length", help="Tokens per text while training (truncated).")
+    ] = 128,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 16,
+    lr: Annotated[float, typer.Option("--lr", help="Trunk learning rate.")] = 2e-5,
+    text_field: TextFieldOpt = "text",
+    group_field: Annotated[str | None, typer.Option("--group-field")] = None,
+    label_sep: LabelSepOpt = ",",
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Fine-tune the bundle's transformer trunk on DATA's tasks (LP-FT); refit every head."""
+    summary = workflows.finetune_file(
+        data,
+        bundle,
+        task,
+        text_field=text_field,
+        group_field=group_field,
+        label_sep=label_sep,
+        epochs=epochs,
+        max_length=max_length,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        cache_dir=cache_dir,
+        no_cache=no_cache,
+        progress=True,
+    )
+    r = summary.report
+    losses = ", ".join(f"{v:.4f}" for v in r.losses)
+    typer.echo(f"fine-tuned trunk in {r.seconds:.1f} s ({r.steps} steps; loss per epoch: {losses})")
+    rows = [
+        [
+            s.name,
+            s.kind,
+            s.n_classes,
+            s.n_train,
+            s.n_val,
+            s.metrics.get("accuracy"),
+            s.metrics.get("macro_f1"),
+            s.metrics.get("micro_f1"),
+            s.metrics.get("ece"),
+        ]
+        for s in summary.heads
+    ]
+    typer.echo(
+        _table(
+            rows,
+            [
+                "head",
+                "kind",
+                "classes",
+                "train",
+                "val",
+                "val_acc",
+                "val_macro_f1",
+                "val_micro_f1",
+                "val_ece",
+            ],
+        )
+    )
+    for name in summary.dropped:
+        typer.echo(
+            f"note: removed head {name!r}: the bundle kept no training data for it, "
+            "so it cannot be refitted on the new trunk",
+            err=True,
+        )
+    typer.echo(f"saved {bundle} (trunk fingerprint {r.fingerprint})")
+
+
 @app.command("eval")
 def eval_(
     data: Annotated[Path, typer.Argument(help="Labelled CSV, TSV, JSONL or Parquet file.")],

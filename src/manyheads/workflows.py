@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ._progress import progress_bar
-from .bundle import BUNDLE_JSON, HEAD_TYPES, Bundle, HeadSummary, check_head_name
+from .bundle import (
+    BUNDLE_JSON,
+    HEAD_TYPES,
+    Bundle,
+    FinetuneSummary,
+    HeadSummary,
+    check_head_name,
+)
 from .cache import EmbeddingCache
 from .data import LabelSpec, load_dataset, read_texts
 from .errors import BundleError, ConfigError, DataError
@@ -22,6 +29,7 @@ from .trunks import load_trunk
 __all__ = [
     "TaskSpec",
     "evaluate_file",
+    "finetune_file",
     "list_heads",
     "open_bundle",
     "parse_task",
@@ -176,6 +184,52 @@ def train_file(
     bar.close()
     bundle.save(folder)
     return summaries
+
+
+def finetune_file(
+    data: str | Path,
+    bundle_path: str | Path,
+    tasks: Sequence[str | TaskSpec],
+    *,
+    text_field: str = "text",
+    group_field: str | None = None,
+    label_sep: str = ",",
+    epochs: int = 2,
+    max_length: int = 128,
+    batch_size: int = 16,
+    lr: float = 2e-5,
+    seed: int = 0,
+    cache_dir: str | Path | None = None,
+    no_cache: bool = False,
+    progress: bool = False,
+) -> FinetuneSummary:
+    """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save."""
+    specs = [t if isinstance(t, TaskSpec) else parse_task(t) for t in tasks]
+    if not specs:
+        raise ConfigError("give at least one --task NAME[:KIND]")
+    dataset = load_dataset(
+        data,
+        text_field=text_field,
+        labels=[s.label_spec() for s in specs],
+        group_field=group_field,
+        label_sep=label_sep,
+    )
+    bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache)
+    summary = bundle.finetune(
+        dataset.texts,
+        {s.name: (s.kind, dataset.labels[s.name]) for s in specs},
+        bundle_path,
+        groups=dataset.groups,
+        fields={s.name: s.field for s in specs},
+        epochs=epochs,
+        max_length=max_length,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        progress=progress,
+    )
+    bundle.save(bundle_path)
+    return summary
 
 
 def evaluate_file(

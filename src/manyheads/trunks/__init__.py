@@ -38,11 +38,11 @@ _HASHING_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _from_spec(spec: dict[str, Any]) -> Trunk:
+def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
     kind = spec.get("type")
     options = {k: v for k, v in spec.items() if k not in ("type", "version")}
     if kind == "composite":
-        parts = [_from_spec(p) for p in options.get("parts", [])]
+        parts = [_from_spec(p, base) for p in options.get("parts", [])]
         return CompositeTrunk(parts, options.get("weights"))
     if kind == "hashing":
         if "ngram_range" in options:
@@ -54,22 +54,29 @@ def _from_spec(spec: dict[str, Any]) -> Trunk:
         path = options.pop("path", None)
         if not path:
             raise ManyheadsError("a transformer trunk spec needs a 'path'")
-        return TransformerTrunk(path, **options)
+        folder = Path(path)
+        if not folder.is_absolute() and base is not None:
+            folder = base / folder  # a trunk stored inside the bundle folder
+        return TransformerTrunk(folder, **options)
     raise ManyheadsError(f"unknown trunk type {kind!r}; known: minilm, hashing, transformer")
 
 
 def load_trunk(
-    trunk: str | Path | dict[str, Any] | Trunk, *, state: dict[str, Any] | None = None
+    trunk: str | Path | dict[str, Any] | Trunk,
+    *,
+    state: dict[str, Any] | None = None,
+    base: Path | None = None,
 ) -> Trunk:
     """Build a trunk from a name, a folder path, a spec dict, or return a trunk as is.
 
     Names: ``minilm``, ``hashing``, ``tfidf``, a model folder path, or several
     of these joined by ``+`` (a composite trunk), each optionally followed by
     ``@WEIGHT`` (``minilm@1+tfidf@0.5``). ``state`` holds fitted arrays (the
-    idf of a hashing part) as saved in a bundle.
+    idf of a hashing part) as saved in a bundle; ``base`` is the folder that
+    relative model paths in a spec are relative to (the bundle's).
     """
     if isinstance(trunk, dict):
-        built = _from_spec(trunk)
+        built = _from_spec(trunk, base)
     elif isinstance(trunk, Path | str):
         built = _from_name(str(trunk))
     elif isinstance(trunk, Trunk):

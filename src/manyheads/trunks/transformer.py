@@ -187,7 +187,7 @@ class TransformerTrunk:
     def spec(self) -> dict[str, Any]:
         if self._registered:
             return {"type": self.name, **self._config()}
-        return {"type": "transformer", "path": str(self.path), **self._config()}
+        return {"type": "transformer", "path": str(self.path), "name": self.name, **self._config()}
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
         """Token windows, the text each belongs to, and each window's weight."""

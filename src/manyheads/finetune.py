@@ -1,0 +1,683 @@
+"""Fine-tune a transformer trunk on several labelled tasks at once (LP-FT).
+
+:func:`finetune_transformer` adapts a local Hugging Face / sentence-transformers
+folder to your tasks and writes the result as a new model folder, which
+:class:`~manyheads.TransformerTrunk` (and so ``Bundle(trunk=PATH)``) loads like
+any other. Heads are then fitted on the new trunk as usual; the heads trained
+here only serve the fine-tuning and are not saved.
+
+The recipe is LP-FT (linear probing, then fine-tuning):
+
+1. **Linear probing.** With the transformer frozen, every text is embedded once
+   and one linear layer per task is trained on those embeddings (softmax
+   cross-entropy for ``multiclass``, binary cross-entropy with logits for
+   ``binary`` and ``multilabel``), ``probe_epochs`` epochs of mini-batch Adam
+   at ``head_lr``, starting from zero weights.
+2. **Fine-tuning.** The task layers start from the probe and are trained
+   together with the transformer: AdamW with ``lr`` for the transformer
+   (weight decay 0.01, none on biases and layer norms) and ``head_lr`` for the
+   task layers (no weight decay), a linear warm-up over the first 10% of the
+   steps then a linear decay to zero, gradients clipped to norm 1.0.
+   The loss is ``sum(task_weights[t] * loss_t)``; every task weighs 1.0 unless
+   ``task_weights`` says otherwise (so a task's gradient does not shrink as
+   tasks are added). Each task loss is a mean over its rows (and over labels
+   for ``multilabel``).
+
+Embeddings during training are computed exactly as :class:`TransformerTrunk`
+computes them: the same pooling (the folder's, or ``pooling``) followed by L2
+normalisation, so the heads fitted later see the vectors the task layers were
+trained on. One difference: **training truncates** each text to
+``max_length`` tokens (special tokens kept), while inference splits long texts
+into overlapping windows of the saved folder's own window size and averages
+them. Texts that fit in ``max_length`` tokens get the same vector either way.
+
+The output folder holds safetensors weights only (no pickle), the tokenizer
+files, and for a sentence-transformers source its ``modules.json``,
+``sentence_bert_config.json`` (same ``max_seq_length``) and pooling folder,
+plus ``finetune.json`` describing how it was made. It is written into a
+temporary folder next to ``out_dir`` and renamed into place at the end, so a
+failure leaves nothing behind; ``out_dir`` must not exist or be empty.
+
+Runs on the CPU and is deterministic for a given ``seed`` (same machine, same
+thread count). The global torch random state is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import math
+import numbers
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError, DataError, ManyheadsError, require
+from .heads.linear import _as_label_sets, check_kind
+from .trunks.base import check_texts
+from .trunks.transformer import TransformerTrunk, _sentence_transformers_settings
+
+__all__ = ["FinetuneReport", "finetune_transformer", "training_embeddings"]
+
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+_WARMUP_FRACTION = 0.1
+_WEIGHT_DECAY = 0.01
+_CLIP_NORM = 1.0
+
+
+@dataclass(frozen=True)
+class FinetuneReport:
+    """What :func:`finetune_transformer` did.
+
+    ``out_dir``: the new model folder. ``epochs``: fine-tuning epochs run.
+    ``steps``: optimiser steps of the fine-tuning stage. ``losses``: mean
+    weighted multi-task loss of each fine-tuning epoch. ``probe_losses``: the
+    same for each linear-probing epoch. ``seconds``: wall time of the whole
+    call. ``fingerprint``: ``TransformerTrunk(out_dir).fingerprint``.
+    """
+
+    out_dir: Path
+    epochs: int
+    steps: int
+    losses: list[float] = field(default_factory=list)
+    probe_losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    fingerprint: str = ""
+
+
+@dataclass
+class _Task:
+    name: str
+    kind: str
+    classes: list[Any]
+    target: np.ndarray  # int64 class indices (multiclass) or float32 0/1 matrix
+    weight: float
+
+    @property
+    def outputs(self) -> int:
+        return 1 if self.kind == "binary" else len(self.classes)
+
+
+# -- validation ------------------------------------------------------------
+
+
+def _positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ConfigError(f"{name} must be {what}, got {value!r}")
+    return int(value)
+
+
+def _positive_float(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _prepare_tasks(
+    n_texts: int,
+    tasks: Mapping[str, tuple[str, Sequence[Any]]],
+    task_weights: Mapping[str, float] | None,
+) -> list[_Task]:
+    if not isinstance(tasks, Mapping) or not tasks:
+        raise DataError(
+            "no tasks: give at least one task as {name: (kind, labels)} "
+            "with kind multiclass, binary or multilabel"
+        )
+    weights = dict(task_weights or {})
+    unknown = sorted(set(weights) - set(tasks))
+    if unknown:
+        raise ConfigError(
+            f"task_weights names unknown task(s) {unknown}; tasks are {sorted(tasks)}"
+        )
+    out: list[_Task] = []
+    for name, spec in tasks.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"task names must be non-empty strings, got {name!r}")
+        if not isinstance(spec, tuple | list) or len(spec) != 2:
+            raise ConfigError(f"task {name!r} must be a (kind, labels) pair, got {spec!r:.80}")
+        kind, labels = spec
+        try:
+            kind = check_kind(kind)
+        except ConfigError as exc:
+            raise ConfigError(f"task {name!r}: {exc}") from None
+        if isinstance(labels, str | bytes):
+            raise DataError(f"task {name!r}: labels must be a sequence, not a single string")
+        labels = list(labels)
+        if len(labels) != n_texts:
+            raise DataError(f"task {name!r} has {len(labels)} labels but there are {n_texts} texts")
+        weight = weights.get(name, 1.0)
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, numbers.Real)
+            or not math.isfinite(weight)
+            or weight < 0
+        ):
+            raise ConfigError(
+                f"task_weights[{name!r}] must be a non-negative number, got {weight!r}"
+            )
+        if kind == "multilabel":
+            from sklearn.preprocessing import MultiLabelBinarizer
+
+            try:
+                sets = _as_label_sets(labels)
+            except DataError as exc:
+                raise DataError(f"task {name!r}: {exc}") from None
+            mlb = MultiLabelBinarizer()
+            try:
+                matrix = mlb.fit_transform(sets).astype(np.float32)
+            except TypeError as exc:
+                raise DataError(f"task {name!r}: labels cannot be sorted: {exc}") from None
+            if matrix.shape[1] == 0:
+                raise DataError(f"task {name!r}: multilabel targets contain no label at all")
+            out.append(_Task(name, kind, list(mlb.classes_), matrix, float(weight)))
+            continue
+        try:
+            classes = sorted(set(labels))
+        except TypeError as exc:
+            raise DataError(
+                f"task {name!r}: labels must be hashable and of one comparable type ({exc})"
+            ) from None
+        if len(classes) < 2:
+            only = classes[0] if classes else None
+            raise DataError(
+                f"task {name!r} ({kind}) has a single class ({only!r}); it needs at least two"
+            )
+        if kind == "binary" and len(classes) != 2:
+            raise DataError(
+                f"task {name!r} is binary but has {len(classes)} classes: {classes[:10]}"
+            )
+        index = {c: i for i, c in enumerate(classes)}
+        idx = np.fromiter((index[v] for v in labels), dtype=np.int64, count=n_texts)
+        target = idx.astype(np.float32)[:, None] if kind == "binary" else idx
+        out.append(_Task(name, kind, classes, target, float(weight)))
+    if not any(t.weight > 0 for t in out):
+        raise ConfigError("task_weights are all zero; at least one task must weigh > 0")
+    return out
+
+
+def _check_out_dir(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(
+            f"out_dir {str(out)!r} already exists and is not an empty folder; "
+            "give a new (or empty) folder"
+        )
+
+
+@contextlib.contextmanager
+def _transformers_bars(enabled: bool) -> Iterator[None]:
+    """Turn transformers' own progress bars (loading, saving) off unless ``enabled``."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    was = hf_logging.is_progress_bar_enabled()
+    if was and not enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was and not enabled:
+            hf_logging.enable_progress_bar()
+
+
+# -- the encoder used for training -----------------------------------------
+
+
+class _Encoder:
+    """Tokenizer + transformer + pooling + L2 normalisation, as TransformerTrunk does it."""
+
+    def __init__(self, model_dir: str | Path, *, max_length: int, pooling: str | None) -> None:
+        self.torch = require("torch", "transformers")
+        transformers = require("transformers", "transformers")
+        # TransformerTrunk validates the folder and resolves pooling, window and tokenizer
+        self.trunk = TransformerTrunk(model_dir, pooling=pooling)
+        self.root = self.trunk.path
+        self.model_dir, self.st_pooling, _ = _sentence_transformers_settings(self.root)
+        self.pooling = self.trunk.pooling
+        positions = int(
+            json.loads((self.model_dir / "config.json").read_text(encoding="utf-8")).get(
+                "max_position_embeddings", 512
+            )
+        )
+        self.max_length = min(max_length, positions)
+        self.tokenizer = self.trunk._tokenizer
+        try:
+            model = transformers.AutoModel.from_pretrained(
+                str(self.model_dir), local_files_only=True, use_safetensors=True
+            )
+        except (OSError, ValueError) as exc:
+            raise ManyheadsError(f"cannot load the model in {self.model_dir}: {exc}") from exc
+        self.model = model.float().to("cpu")
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, truncated to ``max_length`` with special tokens kept."""
+        limit = self.max_length
+        out: list[list[int]] = []
+        for enc in self.tokenizer.encode_batch(texts, add_special_tokens=True):
+            ids = list(enc.ids)
+            if len(ids) > limit:
+                special = enc.special_tokens_mask
+                head = 0
+                while head < len(ids) and special[head]:
+                    head += 1
+                tail = len(ids)
+                while tail > head and special[tail - 1]:
+                    tail -= 1
+                width = limit - head - (len(ids) - tail)
+                if width < 1:
+                    raise ConfigError(
+                        f"max_length {limit} leaves no room for text between the special tokens"
+                    )
+                ids = ids[:head] + ids[head : head + width] + ids[tail:]
+            out.append(ids)
+        return out
+
+    def embed(self, batch: list[list[int]]) -> Any:
+        """Pooled, L2-normalised embeddings (a torch tensor) of a batch of token id lists."""
+        torch = self.torch
+        width = max(len(ids) for ids in batch)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, seq in enumerate(batch):
+            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[row, : len(seq)] = 1
+        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            if self.pooling == "max":
+                pooled = hidden.masked_fill(m == 0, float("-inf")).max(dim=1).values
+            else:
+                pooled = (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2.0, dim=1, eps=1e-12)
+
+    def embed_all(self, ids: list[list[int]], batch_size: int) -> Any:
+        """Embeddings of every text in eval mode, without gradients (batched by length)."""
+        torch = self.torch
+        was_training = self.model.training
+        self.model.eval()
+        out = torch.zeros((len(ids), self.trunk.dim), dtype=torch.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                out[idx] = self.embed([ids[i] for i in idx]).float()
+        self.model.train(was_training)
+        return out
+
+
+def training_embeddings(
+    model_dir: str | Path,
+    texts: Sequence[str],
+    *,
+    max_length: int = 128,
+    pooling: str | None = None,
+    batch_size: int = 64,
+) -> np.ndarray:
+    """Embeddings as the fine-tuning code computes them (eval mode, texts truncated).
+
+    The same pooling and L2 normalisation as :class:`TransformerTrunk`; for texts
+    of at most ``max_length`` tokens the result equals ``TransformerTrunk(model_dir)``'s.
+    """
+    texts = check_texts(texts)
+    max_length = _positive_int("max_length", max_length)
+    batch_size = _positive_int("batch_size", batch_size)
+    with _transformers_bars(False):
+        encoder = _Encoder(model_dir, max_length=max_length, pooling=pooling)
+    if not texts:
+        return np.zeros((0, encoder.trunk.dim), dtype=np.float32)
+    vectors = encoder.embed_all(encoder.token_ids(texts), batch_size)
+    return np.asarray(vectors.numpy(), dtype=np.float32)
+
+
+# -- training ----------------------------------------------------------------
+
+
+def _task_loss(torch: Any, task: _Task, logits: Any, target: Any) -> Any:
+    functional = torch.nn.functional
+    if task.kind == "multiclass":
+        return functional.cross_entropy(logits, target)
+    return functional.binary_cross_entropy_with_logits(logits, target)
+
+
+def _optimizer(cls: Any, groups: list[Any], **kwargs: Any) -> Any:
+    """``cls(groups)`` with the fused implementation where torch has it (much faster on CPU)."""
+    try:
+        return cls(groups, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):  # pragma: no cover - older torch / dtypes
+        return cls(groups, **kwargs)
+
+
+def _batches(torch: Any, n: int, batch_size: int, generator: Any) -> list[Any]:
+    perm = torch.randperm(n, generator=generator)
+    return [perm[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def _save(
+    encoder: _Encoder,
+    tmp: Path,
+    *,
+    pooling_changed: bool,
+    info: dict[str, Any],
+) -> None:
+    """Write the fine-tuned model folder into ``tmp`` (same layout as the source)."""
+    root, model_dir = encoder.root, encoder.model_dir
+    sub = model_dir.relative_to(root)
+    target = tmp / sub
+    target.mkdir(parents=True, exist_ok=True)
+    model = encoder.model
+    kwargs: dict[str, Any] = {}
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
+        kwargs["safe_serialization"] = True
+    model.save_pretrained(str(target), **kwargs)
+    for stray in target.glob("*.bin"):  # only safetensors ever go out
+        stray.unlink()
+    if not any(target.glob("*.safetensors")):
+        raise ManyheadsError(f"saving the model wrote no *.safetensors file into {target}")
+    for name in _TOKENIZER_FILES:
+        src = model_dir / name
+        if src.is_file():
+            shutil.copy2(src, target / name)
+    modules_file = root / "modules.json"
+    pool_cfg = {
+        "word_embedding_dimension": encoder.trunk.dim,
+        "pooling_mode_cls_token": encoder.pooling == "cls",
+        "pooling_mode_mean_tokens": encoder.pooling == "mean",
+        "pooling_mode_max_tokens": encoder.pooling == "max",
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    if modules_file.is_file():
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        shutil.copy2(modules_file, tmp / "modules.json")
+        for extra in ("config_sentence_transformers.json", "sentence_bert_config.json"):
+            if (root / extra).is_file():
+                shutil.copy2(root / extra, tmp / extra)
+        if sub != Path(".") and (model_dir / "sentence_bert_config.json").is_file():
+            shutil.copy2(model_dir / "sentence_bert_config.json", target)
+        for module in modules:
+            path = str(module.get("path", ""))
+            mtype = str(module.get("type", ""))
+            if not path or mtype.endswith("Transformer"):
+                continue
+            src = root / path
+            if src.is_dir():
+                shutil.copytree(src, tmp / path)
+            if mtype.endswith("Pooling") and pooling_changed:
+                (tmp / path).mkdir(parents=True, exist_ok=True)
+                (tmp / path / "config.json").write_text(json.dumps(pool_cfg, indent=2))
+    elif pooling_changed:
+        # a plain Hugging Face folder means mean pooling; say the chosen one explicitly
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling",
+            },
+            {
+                "idx": 2,
+                "name": "2",
+                "path": "2_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            },
+        ]
+        (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
+        (tmp / "sentence_bert_config.json").write_text(
+            json.dumps({"max_seq_length": encoder.trunk.max_length, "do_lower_case": False})
+        )
+        (tmp / "1_Pooling").mkdir()
+        (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2))
+        (tmp / "2_Normalize").mkdir()
+    (tmp / "finetune.json").write_text(json.dumps(info, indent=2, default=str))
+
+
+def finetune_transformer(
+    model_dir: str | Path,
+    texts: Sequence[str],
+    tasks: Mapping[str, tuple[str, Sequence[Any]]],
+    out_dir: str | Path,
+    *,
+    epochs: int = 2,
+    max_length: int = 128,
+    batch_size: int = 16,
+    lr: float = 2e-5,
+    head_lr: float = 1e-3,
+    probe_epochs: int = 20,
+    task_weights: Mapping[str, float] | None = None,
+    seed: int = 0,
+    pooling: str | None = None,
+    progress: bool = False,
+) -> FinetuneReport:
+    """Fine-tune the transformer in ``model_dir`` on ``tasks`` and save it to ``out_dir``.
+
+    Parameters
+    ----------
+    model_dir
+        A local Hugging Face or sentence-transformers folder (as
+        :class:`TransformerTrunk` accepts).
+    texts
+        The training texts.
+    tasks
+        ``{name: (kind, labels)}``; ``kind`` is ``multiclass``, ``binary`` or
+        ``multilabel``; ``labels`` has one entry per text (a list of labels for
+        ``multilabel``). Classes are the sorted distinct labels.
+    out_dir
+        The new model folder; it must not exist or be empty.
+    epochs
+        Fine-tuning epochs (after the linear probe).
+    max_length
+        Training truncates each text to this many tokens (capped at the model's
+        position limit). The saved folder keeps the source's inference window.
+    batch_size
+        Texts per optimiser step (probe and fine-tuning).
+    lr, head_lr
+        Learning rates of the transformer and of the task layers.
+    probe_epochs
+        Epochs of the linear-probing stage (0 skips it: task layers start at zero).
+    task_weights
+        Weight of each task's loss; a missing task weighs 1.0.
+    seed
+        Seeds weight initialisation, dropout and shuffling.
+    pooling
+        ``mean``, ``cls`` or ``max``; default: the folder's (mean for a plain
+        Hugging Face folder). A pooling other than the folder's is written into
+        the saved folder, so it loads with the pooling it was trained with.
+    progress
+        Show a progress bar with the running loss on a terminal.
+
+    Raises :class:`~manyheads.ConfigError` for a bad parameter or an unknown
+    kind, :class:`~manyheads.DataError` for bad texts or labels, and
+    :class:`~manyheads.MissingDependencyError` without torch / transformers.
+    """
+    started = time.perf_counter()
+    epochs = _positive_int("epochs", epochs)
+    max_length = _positive_int("max_length", max_length)
+    batch_size = _positive_int("batch_size", batch_size)
+    probe_epochs = _positive_int("probe_epochs", probe_epochs, minimum=0)
+    lr = _positive_float("lr", lr)
+    head_lr = _positive_float("head_lr", head_lr)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    texts = check_texts(texts)
+    if not texts:
+        raise DataError("no texts to fine-tune on")
+    task_list = _prepare_tasks(len(texts), tasks, task_weights)
+    out = Path(out_dir).expanduser().absolute()
+    _check_out_dir(out)
+    torch = require("torch", "transformers")
+    require("transformers", "transformers")
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        with _transformers_bars(progress):
+            encoder = _Encoder(model_dir, max_length=max_length, pooling=pooling)
+        if out.resolve() == encoder.root or encoder.root in out.resolve().parents:
+            raise ConfigError(f"out_dir {str(out)!r} must not be inside the source model folder")
+        ids = encoder.token_ids(texts)
+        targets = [torch.from_numpy(t.target) for t in task_list]
+        n, dim = len(texts), encoder.trunk.dim
+        heads = torch.nn.ModuleList([torch.nn.Linear(dim, t.outputs) for t in task_list])
+        with torch.no_grad():
+            for head in heads:
+                head.weight.zero_()
+                head.bias.zero_()
+        generator = torch.Generator().manual_seed(int(seed))
+
+        def multitask_loss(emb: Any, rows: Any) -> Any:
+            total = emb.new_zeros(())
+            for task, head, target in zip(task_list, heads, targets, strict=True):
+                if task.weight > 0:
+                    loss = _task_loss(torch, task, head(emb), target[rows])
+                    total = total + task.weight * loss
+            return total
+
+        # 1. linear probing on frozen embeddings
+        probe_losses: list[float] = []
+        if probe_epochs:
+            features = encoder.embed_all(ids, max(batch_size, 64))
+            probe_opt = _optimizer(torch.optim.Adam, list(heads.parameters()), lr=head_lr)
+            for _ in range(probe_epochs):
+                running = 0.0
+                for rows in _batches(torch, n, batch_size, generator):
+                    probe_opt.zero_grad(set_to_none=True)
+                    loss = multitask_loss(features[rows], rows)
+                    loss.backward()
+                    probe_opt.step()
+                    running += float(loss.detach()) * len(rows)
+                probe_losses.append(running / n)
+
+        # 2. fine-tuning the transformer and the task layers together
+        decay, no_decay = [], []
+        for pname, param in encoder.model.named_parameters():
+            if not param.requires_grad:
+                continue
+            lowered = pname.lower()
+            if param.ndim < 2 or "norm" in lowered or lowered.endswith("bias"):
+                no_decay.append(param)
+            else:
+                decay.append(param)
+        optimizer = _optimizer(
+            torch.optim.AdamW,
+            [
+                {"params": decay, "lr": lr, "weight_decay": _WEIGHT_DECAY},
+                {"params": no_decay, "lr": lr, "weight_decay": 0.0},
+                {"params": list(heads.parameters()), "lr": head_lr, "weight_decay": 0.0},
+            ],
+        )
+        steps_per_epoch = math.ceil(n / batch_size)
+        total_steps = epochs * steps_per_epoch
+        warmup = max(1, int(_WARMUP_FRACTION * total_steps))
+
+        def schedule(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        losses: list[float] = []
+        steps = 0
+        from ._progress import progress_bar
+
+        encoder.model.train()
+        with progress_bar(total=total_steps, desc="fine-tuning", enabled=progress) as bar:
+            for _ in range(epochs):
+                running, seen = 0.0, 0
+                for rows in _batches(torch, n, batch_size, generator):
+                    optimizer.zero_grad(set_to_none=True)
+                    emb = encoder.embed([ids[i] for i in rows.tolist()])
+                    loss = multitask_loss(emb, rows)
+                    if not torch.isfinite(loss):
+                        raise ManyheadsError(
+                            f"the training loss became {float(loss)} at step {steps + 1}; "
+                            "try a smaller lr"
+                        )
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(params, _CLIP_NORM)
+                    optimizer.step()
+                    scheduler.step()
+                    steps += 1
+                    running += float(loss.detach()) * len(rows)
+                    seen += len(rows)
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{running / seen:.4f}")
+                losses.append(running / n)
+        encoder.model.eval()
+
+    info = {
+        "source": str(encoder.root),
+        "source_fingerprint": encoder.trunk.fingerprint,
+        "pooling": encoder.pooling,
+        "tasks": {
+            t.name: {"kind": t.kind, "classes": len(t.classes), "weight": t.weight}
+            for t in task_list
+        },
+        "texts": n,
+        "epochs": epochs,
+        "max_length": encoder.max_length,
+        "batch_size": batch_size,
+        "lr": lr,
+        "head_lr": head_lr,
+        "probe_epochs": probe_epochs,
+        "seed": int(seed),
+        "steps": steps,
+        "losses": losses,
+        "probe_losses": probe_losses,
+    }
+    pooling_changed = encoder.pooling != (encoder.st_pooling or "mean")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    os.mkdir(tmp)
+    try:
+        with _transformers_bars(progress):
+            _save(encoder, tmp, pooling_changed=pooling_changed, info=info)
+        saved = TransformerTrunk(tmp)
+        if saved.pooling != encoder.pooling:  # pragma: no cover - a bug if it happens
+            raise ManyheadsError(
+                f"the saved folder loads with pooling {saved.pooling!r}, "
+                f"trained with {encoder.pooling!r}"
+            )
+        fingerprint = saved.fingerprint  # independent of the folder's path
+        _check_out_dir(out)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return FinetuneReport(
+        out_dir=out,
+        epochs=epochs,
+        steps=steps,
+        losses=losses,
+        probe_losses=probe_losses,
+        seconds=time.perf_counter() - started,
+        fingerprint=fingerprint,
+    )
