@@ -99,7 +99,8 @@ def main() -> None:
         "code": corpus_rows("code", args.code_rows),
     }
     splits = {name: grouped_split(rows) for name, rows in corpora.items()}
-    configs = [c.rsplit(":", 1) for c in args.configs.split(",")]
+    # TRUNK:C[:THRESHOLDS], or TRUNK:mlp[:THRESHOLDS]
+    configs = [[*c.split(":"), "f1"][:3] for c in args.configs.split(",")]
     results: dict[str, Any] = {"configs": args.configs, "tasks": {}}
     tuned = None
     if args.finetune_epochs > 0:
@@ -162,8 +163,8 @@ def main() -> None:
 
         runs = list(configs)
         if tuned is not None and corpus == "debdesc":
-            runs += [(str(tuned), "1"), (str(tuned), "auto")]
-        for trunk, C in runs:
+            runs += [[str(tuned), "1", "f1"], [str(tuned), "auto", "accuracy"]]
+        for trunk, C, thr in runs:
             bundle = Bundle(trunk=trunk, cache=cache)
             t = time.perf_counter()
             head_type = "mlp" if C == "mlp" else "linear"
@@ -179,7 +180,8 @@ def main() -> None:
             ev = bundle.evaluate(te_texts, {field: y_te})[field]
             head = bundle.heads[field]
             label = "minilm-ft" if tuned is not None and trunk == str(tuned) else trunk
-            row[f"manyheads {label} {C}"] = {
+            suffix = "" if thr == "f1" or kind != "multilabel" else " thr=acc"
+            row[f"manyheads {label} {C}{suffix}"] = {
                 "accuracy": ev["accuracy"],
                 "macro_f1": ev["macro_f1"],
                 "ece": ev["ece"],
@@ -201,7 +203,7 @@ def main() -> None:
     # prediction throughput of each trunk on real Debian texts (no cache)
     texts = [r["text"] for r in splits["debdesc"][1][:400]]
     speed = {}
-    for trunk in dict.fromkeys(t for t, _ in configs):
+    for trunk in dict.fromkeys(c[0] for c in configs):
         bundle = Bundle(trunk=trunk, cache=cache)
         bundle.fit_head(
             "section",

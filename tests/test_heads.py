@@ -244,3 +244,17 @@ def test_auto_C_walks_the_path_and_picks_by_validation_loss():
 def test_auto_C_without_validation_data_means_one():
     X, y = _blobs()
     assert LinearHead(C="auto").fit(X, y).C_ == 1.0
+
+
+def test_accuracy_thresholds_favour_exact_match():
+    X, labels, Y = _multilabel(n=1200, seed=4)
+    kw = {"kind": "multilabel", "C": 1.0}
+    f1 = LinearHead(**kw).fit(X[:800], labels[:800], X_val=X[800:1000], y_val=labels[800:1000])
+    acc = LinearHead(thresholds="accuracy", **kw).fit(
+        X[:800], labels[:800], X_val=X[800:1000], y_val=labels[800:1000]
+    )
+    exact = lambda h: (h.predict(X[1000:]) == Y[1000:]).all(axis=1).mean()  # noqa: E731
+    assert exact(acc) >= exact(f1)
+    assert not np.array_equal(acc.thresholds_, f1.thresholds_)
+    with pytest.raises(ConfigError, match="thresholds must be one of f1, accuracy, got 'recall'"):
+        LinearHead(thresholds="recall").fit(X, [lab[:1] or ["x"] for lab in labels])

@@ -138,13 +138,15 @@ def _dense(X: Any) -> np.ndarray:
 
 
 def _new_head(
-    head_type: str, kind: str, *, C: float | str, class_weight: Any, seed: int
+    head_type: str, kind: str, *, C: float | str, class_weight: Any, seed: int, thresholds: str
 ) -> AnyHead:
     if head_type == "mlp":
         from .heads.mlp import MLPHead
 
-        return MLPHead(kind=kind, class_weight=class_weight, random_state=seed)
-    return LinearHead(kind=kind, C=C, class_weight=class_weight)
+        return MLPHead(
+            kind=kind, class_weight=class_weight, random_state=seed, thresholds=thresholds
+        )
+    return LinearHead(kind=kind, C=C, class_weight=class_weight, thresholds=thresholds)
 
 
 def _vstack(a: Features, b: Features) -> Features:
@@ -343,6 +345,7 @@ class Bundle:
         C: float | str = 1.0,
         class_weight: str | dict[Any, float] | None = None,
         head: str = "linear",
+        thresholds: str = "f1",
         keep_data: bool = True,
         seed: int = 0,
         progress: bool = False,
@@ -353,6 +356,8 @@ class Bundle:
         product), ``"mlp"`` (one hidden layer, dropout, early stopping on the
         validation split; needs torch to train, not to predict), or ``"auto"``
         (both, keeping the one with the better validation accuracy).
+        ``thresholds``: what binary / multilabel thresholds maximise on the
+        validation split, ``"f1"`` (default) or ``"accuracy"``.
 
         With ``keep_data`` (default) the training texts, labels and groups are
         saved in the bundle (``data/HASH.jsonl.gz``), so every head can be
@@ -415,7 +420,14 @@ class Bundle:
             candidates = ["linear", "mlp"] if head == "auto" else [head]
             fitted: list[tuple[Any, ...]] = []
             for head_type in candidates:
-                model = _new_head(head_type, kind, C=C, class_weight=class_weight, seed=seed)
+                model = _new_head(
+                    head_type,
+                    kind,
+                    C=C,
+                    class_weight=class_weight,
+                    seed=seed,
+                    thresholds=thresholds,
+                )
                 model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
                 Xv, yv = self._known_only(model, X_val, y_val) if y_val else (X_val, y_val)
                 found = self._metrics(model, Xv, yv) if len(yv) else {"n": 0}
@@ -781,6 +793,7 @@ class Bundle:
             refits[name] = (texts, list(labels), groups, field_name)
         old_info = dict(self.head_info)
         old_C = {n: getattr(h, "C", 1.0) for n, h in self.heads.items()}
+        old_thr = {n: getattr(h, "thresholds", "f1") for n, h in self.heads.items()}
         kinds = {n: old_info[n]["kind"] for n in old_info}
         kinds.update({n: k for n, (k, _) in tasks.items()})
         with self._lock:
@@ -805,6 +818,7 @@ class Bundle:
                     field=field_name,
                     head=str(info.get("head_type", "linear")),
                     C=old_C.get(name, 1.0),
+                    thresholds=old_thr.get(name, "f1"),
                     progress=progress,
                     seed=seed,
                 )

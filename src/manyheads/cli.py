@@ -111,6 +111,14 @@ def train(
             "(the better of both on the validation split).",
         ),
     ] = "linear",
+    thresholds: Annotated[
+        str,
+        typer.Option(
+            "--thresholds",
+            help="What binary/multilabel thresholds maximise on the "
+            "validation split: f1 (default) or accuracy.",
+        ),
+    ] = "f1",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
@@ -128,6 +136,7 @@ def train(
         C=c,
         class_weight=class_weight,
         head=head,
+        thresholds=thresholds,
         seed=seed,
         cache_dir=cache_dir,
         no_cache=no_cache,

@@ -111,6 +111,7 @@ def train_file(
     C: float | str = 1.0,
     class_weight: str | None = None,
     head: str = "linear",
+    thresholds: str = "f1",
     seed: int = 0,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
@@ -128,6 +129,8 @@ def train_file(
     if len(set(names)) != len(names):
         raise ConfigError(f"--task names must be unique, got {names}")
     C = parse_C(C)
+    if thresholds not in ("f1", "accuracy"):
+        raise ConfigError(f"--thresholds must be f1 or accuracy, got {thresholds!r}")
     if head not in HEAD_TYPES:
         raise ConfigError(f"--head must be one of {', '.join(HEAD_TYPES)}, got {head!r}")
     if class_weight not in (None, "balanced"):
@@ -176,6 +179,7 @@ def train_file(
                 C=C,
                 class_weight=class_weight,
                 head=head,
+                thresholds=thresholds,
                 seed=seed,
                 progress=progress,
             )

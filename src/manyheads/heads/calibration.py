@@ -50,11 +50,15 @@ def fit_temperature(logits: np.ndarray, y: np.ndarray, kind: str) -> float:
 _GRID = np.round(np.arange(0.05, 0.951, 0.025), 4)
 
 
-def tune_thresholds(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-label threshold maximising that label's F1 on validation data.
+THRESHOLD_OBJECTIVES = ("f1", "accuracy")
 
-    Labels with no positive validation example keep 0.5. Ties go to the
-    threshold closest to 0.5.
+
+def tune_thresholds(proba: np.ndarray, y: np.ndarray, objective: str = "f1") -> np.ndarray:
+    """Per-label threshold maximising that label's F1 (or accuracy) on validation data.
+
+    ``"f1"`` suits tagging (recall on rare labels); ``"accuracy"`` maximises
+    each label's accuracy and so favours exact-match accuracy. Labels with no
+    positive validation example keep 0.5. Ties go to the threshold closest to 0.5.
     """
     p = np.asarray(proba, dtype=np.float32)
     t = np.asarray(y, dtype=bool)
@@ -68,8 +72,11 @@ def tune_thresholds(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
         tp = (pred & t).sum(0)
         fp = (pred & ~t).sum(0)
         fn = (~pred & t).sum(0)
-        denom = 2 * tp + fp + fn
-        f1[:, g] = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
+        if objective == "accuracy":
+            f1[:, g] = 1.0 - (fp + fn) / p.shape[0]
+        else:
+            denom = 2 * tp + fp + fn
+            f1[:, g] = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
     closeness = -np.abs(_GRID - 0.5) * 1e-6  # tie-break towards 0.5
     choice = np.argmax(f1 + closeness, axis=1)
     has_pos = t.any(0)
@@ -77,8 +84,8 @@ def tune_thresholds(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def tune_binary_threshold(proba: np.ndarray, y: np.ndarray) -> float:
-    """Threshold on P(positive) maximising macro-F1 over both classes."""
+def tune_binary_threshold(proba: np.ndarray, y: np.ndarray, objective: str = "f1") -> float:
+    """Threshold on P(positive) maximising macro-F1 over both classes (or accuracy)."""
     p = np.asarray(proba, dtype=np.float32).ravel()
     t = np.asarray(y, dtype=bool).ravel()
     if p.size == 0 or t.all() or not t.any():
@@ -86,9 +93,11 @@ def tune_binary_threshold(proba: np.ndarray, y: np.ndarray) -> float:
     scores = []
     for thr in _GRID:
         pred = p >= thr
-        f_pos = _f1(pred, t)
-        f_neg = _f1(~pred, ~t)
-        scores.append((f_pos + f_neg) / 2 - abs(thr - 0.5) * 1e-6)
+        if objective == "accuracy":
+            score = float((pred == t).mean())
+        else:
+            score = (_f1(pred, t) + _f1(~pred, ~t)) / 2
+        scores.append(score - abs(thr - 0.5) * 1e-6)
     return float(_GRID[int(np.argmax(scores))])
 
 

@@ -14,7 +14,13 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError
-from .calibration import calibrated_nll, fit_temperature, tune_binary_threshold, tune_thresholds
+from .calibration import (
+    THRESHOLD_OBJECTIVES,
+    calibrated_nll,
+    fit_temperature,
+    tune_binary_threshold,
+    tune_thresholds,
+)
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
 KINDS = ("multiclass", "binary", "multilabel")
@@ -62,6 +68,10 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         their frequency, for imbalanced labels.
     calibrate : bool
         Fit a temperature on the validation data passed to :meth:`fit`.
+    thresholds : {"f1", "accuracy"}
+        What the binary / multilabel decision thresholds maximise on
+        validation data: F1 (multilabel: per label; binary: macro-F1), or
+        accuracy (multilabel: per label, which favours exact-match accuracy).
     max_iter : int
         L-BFGS iterations.
     tol : float
@@ -89,6 +99,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         C: float | str = 1.0,
         class_weight: str | dict[Any, float] | None = None,
         calibrate: bool = True,
+        thresholds: str = "f1",
         max_iter: int = 500,
         tol: float = 1e-4,
         warm_start: bool = False,
@@ -97,6 +108,7 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         self.C = C
         self.class_weight = class_weight
         self.calibrate = calibrate
+        self.thresholds = thresholds
         self.max_iter = max_iter
         self.tol = tol
         self.warm_start = warm_start
@@ -104,6 +116,11 @@ class LinearHead(ClassifierMixin, BaseEstimator):
     # -- fitting -----------------------------------------------------------
 
     def _check_params(self) -> None:
+        if self.thresholds not in THRESHOLD_OBJECTIVES:
+            raise ConfigError(
+                f"thresholds must be one of {', '.join(THRESHOLD_OBJECTIVES)}, "
+                f"got {self.thresholds!r}"
+            )
         check_kind(self.kind)
         if self.C != "auto" and (not isinstance(self.C, numbers.Real) or not self.C > 0):
             raise ConfigError(f"C must be a positive number or 'auto', got {self.C!r}")
@@ -313,10 +330,14 @@ class LinearHead(ClassifierMixin, BaseEstimator):
         if self.calibrate:
             self.temperature_ = fit_temperature(z, target, self.kind)
         if self.kind == "multilabel":
-            self.thresholds_ = tune_thresholds(expit(z / self.temperature_), target)
+            self.thresholds_ = tune_thresholds(
+                expit(z / self.temperature_), target, self.thresholds
+            )
         elif self.kind == "binary":
             p = expit(z / self.temperature_)
-            self.thresholds_ = np.array([tune_binary_threshold(p, target)], dtype=np.float32)
+            self.thresholds_ = np.array(
+                [tune_binary_threshold(p, target, self.thresholds)], dtype=np.float32
+            )
         return self
 
     # -- prediction --------------------------------------------------------
@@ -388,6 +409,7 @@ def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarr
             "C_": float(head.C_),
             "class_weight": head.class_weight,
             "calibrate": bool(head.calibrate),
+            "thresholds": head.thresholds,
             "max_iter": int(head.max_iter),
         },
     }
@@ -409,7 +431,11 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
     params = dict(record.get("params") or {})
     head = LinearHead(
         kind=kind,
-        **{k: v for k, v in params.items() if k in ("C", "class_weight", "calibrate", "max_iter")},
+        **{
+            k: v
+            for k, v in params.items()
+            if k in ("C", "class_weight", "calibrate", "thresholds", "max_iter")
+        },
     )
     try:
         coef = np.asarray(tensors["coef"], dtype=np.float32)

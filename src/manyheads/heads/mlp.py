@@ -22,7 +22,12 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError, require
-from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+from .calibration import (
+    THRESHOLD_OBJECTIVES,
+    fit_temperature,
+    tune_binary_threshold,
+    tune_thresholds,
+)
 from .linear import _as_label_sets, check_kind
 
 __all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
@@ -41,6 +46,7 @@ _PARAM_NAMES = (
     "validation_fraction",
     "class_weight",
     "calibrate",
+    "thresholds",
     "random_state",
 )
 
@@ -150,6 +156,7 @@ class MLPHead(ClassifierMixin, BaseEstimator):
         validation_fraction: float = 0.1,
         class_weight: str | dict[Any, float] | None = None,
         calibrate: bool = True,
+        thresholds: str = "f1",
         random_state: int | None = 0,
     ) -> None:
         self.kind = kind
@@ -163,11 +170,17 @@ class MLPHead(ClassifierMixin, BaseEstimator):
         self.validation_fraction = validation_fraction
         self.class_weight = class_weight
         self.calibrate = calibrate
+        self.thresholds = thresholds
         self.random_state = random_state
 
     # -- parameters and targets ----------------------------------------------
 
     def _check_params(self) -> None:
+        if self.thresholds not in THRESHOLD_OBJECTIVES:
+            raise ConfigError(
+                f"thresholds must be one of {', '.join(THRESHOLD_OBJECTIVES)}, "
+                f"got {self.thresholds!r}"
+            )
         check_kind(self.kind)
         for name in ("hidden", "max_epochs", "patience", "batch_size"):
             value = getattr(self, name)
@@ -497,10 +510,14 @@ class MLPHead(ClassifierMixin, BaseEstimator):
         if self.calibrate:
             self.temperature_ = fit_temperature(z, target, self.kind)
         if self.kind == "multilabel":
-            self.thresholds_ = tune_thresholds(expit(z / self.temperature_), target)
+            self.thresholds_ = tune_thresholds(
+                expit(z / self.temperature_), target, self.thresholds
+            )
         elif self.kind == "binary":
             p = expit(z / self.temperature_)
-            self.thresholds_ = np.array([tune_binary_threshold(p, target)], dtype=np.float32)
+            self.thresholds_ = np.array(
+                [tune_binary_threshold(p, target, self.thresholds)], dtype=np.float32
+            )
         return self
 
     # -- prediction (numpy only) -----------------------------------------------
