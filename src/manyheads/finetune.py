@@ -44,7 +44,6 @@ thread count). The global torch random state is left as it was.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import math
@@ -53,13 +52,14 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._progress import transformers_bars
 from .errors import ConfigError, DataError, ManyheadsError, require
 from .heads.linear import _as_label_sets, check_kind
 from .trunks.base import check_texts
@@ -227,24 +227,6 @@ def _check_out_dir(out: Path) -> None:
         )
 
 
-@contextlib.contextmanager
-def _transformers_bars(enabled: bool) -> Iterator[None]:
-    """Turn transformers' own progress bars (loading, saving) off unless ``enabled``."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    was = hf_logging.is_progress_bar_enabled()
-    if was and not enabled:
-        hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was and not enabled:
-            hf_logging.enable_progress_bar()
-
-
 # -- the encoder used for training -----------------------------------------
 
 
@@ -348,7 +330,7 @@ def training_embeddings(
     texts = check_texts(texts)
     max_length = _positive_int("max_length", max_length)
     batch_size = _positive_int("batch_size", batch_size)
-    with _transformers_bars(False):
+    with transformers_bars(False):
         encoder = _Encoder(model_dir, max_length=max_length, pooling=pooling)
     if not texts:
         return np.zeros((0, encoder.trunk.dim), dtype=np.float32)
@@ -536,7 +518,7 @@ def finetune_transformer(
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        with _transformers_bars(progress):
+        with transformers_bars(progress):
             encoder = _Encoder(model_dir, max_length=max_length, pooling=pooling)
         if out.resolve() == encoder.root or encoder.root in out.resolve().parents:
             raise ConfigError(f"out_dir {str(out)!r} must not be inside the source model folder")
@@ -656,7 +638,7 @@ def finetune_transformer(
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     os.mkdir(tmp)
     try:
-        with _transformers_bars(progress):
+        with transformers_bars(progress):
             _save(encoder, tmp, pooling_changed=pooling_changed, info=info)
         saved = TransformerTrunk(tmp)
         if saved.pooling != encoder.pooling:  # pragma: no cover - a bug if it happens

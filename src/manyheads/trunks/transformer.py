@@ -162,10 +162,13 @@ class TransformerTrunk:
         if self._model is None:
             torch = require("torch", "transformers")
             transformers = require("transformers", "transformers")
+            from .._progress import transformers_bars
+
             try:
-                model = transformers.AutoModel.from_pretrained(
-                    str(self._model_dir), local_files_only=True, use_safetensors=True
-                )
+                with transformers_bars(False):
+                    model = transformers.AutoModel.from_pretrained(
+                        str(self._model_dir), local_files_only=True, use_safetensors=True
+                    )
             except (OSError, ValueError) as exc:
                 raise ManyheadsError(f"cannot load the model in {self._model_dir}: {exc}") from exc
             model.eval()
