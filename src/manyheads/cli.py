@@ -67,6 +67,38 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     )
 
 
+def _summary_table(summaries: list[Any]) -> str:
+    """One line per trained head: sizes, validation metrics, seconds."""
+    rows = [
+        [
+            s.name,
+            s.kind,
+            s.n_classes,
+            s.n_train,
+            s.n_val,
+            s.metrics.get("accuracy"),
+            s.metrics.get("macro_f1"),
+            s.metrics.get("micro_f1"),
+            s.metrics.get("ece"),
+            round(s.seconds, 2),
+        ]
+        for s in summaries
+    ]
+    header = [
+        "head",
+        "kind",
+        "classes",
+        "train",
+        "val",
+        "val_acc",
+        "val_macro_f1",
+        "val_micro_f1",
+        "val_ece",
+        "seconds",
+    ]
+    return _table(rows, header)
+
+
 @app.command()
 def train(
     data: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL or Parquet file.")],
@@ -142,38 +174,7 @@ def train(
         no_cache=no_cache,
         progress=True,
     )
-    rows = [
-        [
-            s.name,
-            s.kind,
-            s.n_classes,
-            s.n_train,
-            s.n_val,
-            s.metrics.get("accuracy"),
-            s.metrics.get("macro_f1"),
-            s.metrics.get("micro_f1"),
-            s.metrics.get("ece"),
-            round(s.seconds, 2),
-        ]
-        for s in summaries
-    ]
-    typer.echo(
-        _table(
-            rows,
-            [
-                "head",
-                "kind",
-                "classes",
-                "train",
-                "val",
-                "val_acc",
-                "val_macro_f1",
-                "val_micro_f1",
-                "val_ece",
-                "seconds",
-            ],
-        )
-    )
+    typer.echo(_summary_table(summaries))
     typer.echo(f"saved {bundle}")
 
 
@@ -218,36 +219,7 @@ def finetune(
     r = summary.report
     losses = ", ".join(f"{v:.4f}" for v in r.losses)
     typer.echo(f"fine-tuned trunk in {r.seconds:.1f} s ({r.steps} steps; loss per epoch: {losses})")
-    rows = [
-        [
-            s.name,
-            s.kind,
-            s.n_classes,
-            s.n_train,
-            s.n_val,
-            s.metrics.get("accuracy"),
-            s.metrics.get("macro_f1"),
-            s.metrics.get("micro_f1"),
-            s.metrics.get("ece"),
-        ]
-        for s in summary.heads
-    ]
-    typer.echo(
-        _table(
-            rows,
-            [
-                "head",
-                "kind",
-                "classes",
-                "train",
-                "val",
-                "val_acc",
-                "val_macro_f1",
-                "val_micro_f1",
-                "val_ece",
-            ],
-        )
-    )
+    typer.echo(_summary_table(summary.heads))
     for name in summary.dropped:
         typer.echo(
             f"note: removed head {name!r}: the bundle kept no training data for it, "

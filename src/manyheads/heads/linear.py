@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin
+from scipy.special import expit
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError
+from .base import HeadBase
 from .calibration import (
     THRESHOLD_OBJECTIVES,
     calibrated_nll,
@@ -47,7 +47,7 @@ def _as_label_sets(y: Any) -> list[list[Any]]:
     return out
 
 
-class LinearHead(ClassifierMixin, BaseEstimator):
+class LinearHead(HeadBase):
     """A linear classifier on L2-normalised embeddings.
 
     Parameters
@@ -355,42 +355,11 @@ class LinearHead(ClassifierMixin, BaseEstimator):
             z = z[:, 0]
         return z if raw else z / self.temperature_
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Multiclass: softmax (n x K). Binary: (n x 2). Multilabel: per-label sigmoid (n x L)."""
-        return self.proba_from_logits(self.decision_function(X))
-
-    def proba_from_logits(self, z: np.ndarray) -> np.ndarray:
-        """Probabilities from temperature-scaled logits."""
-        if self.kind == "multiclass":
-            return softmax(z, axis=1)
-        p = expit(z)
-        if self.kind == "binary":
-            p = p.reshape(-1)
-            return np.stack([1 - p, p], axis=1)
-        return p
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel)."""
-        return self.predict_from_proba(self.predict_proba(X))
-
-    def predict_from_proba(self, proba: np.ndarray) -> np.ndarray:
-        if self.kind == "multiclass":
-            return self.classes_[np.argmax(proba, axis=1)]
-        if self.kind == "binary":
-            return self.classes_[(proba[:, 1] >= self.thresholds_[0]).astype(int)]
-        return (proba >= self.thresholds_).astype(np.int64)
-
     @property
     def n_outputs_(self) -> int:
         """Columns this head contributes to a fused weight matrix."""
         check_is_fitted(self, "coef_")
         return int(self.coef_.shape[0])
-
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        if self.kind == "multilabel":
-            tags.target_tags.multi_output = True
-        return tags
 
 
 def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
