@@ -340,7 +340,7 @@ class Bundle:
         val_texts: Sequence[str] | None = None,
         val_labels: Sequence[Any] | None = None,
         val_fraction: float = 0.2,
-        refit: bool = True,
+        refit: bool | None = None,
         field: str | None = None,
         C: float | str = 1.0,
         class_weight: str | dict[Any, float] | None = None,
@@ -367,8 +367,12 @@ class Bundle:
         are given, else stratified), unless ``val_texts`` / ``val_labels`` are
         passed. The head is fitted on the train part, its temperature (and
         binary / multilabel thresholds) on the validation part, validation
-        metrics are recorded, and with ``refit`` the weights are then fitted
-        again on all rows, keeping the calibration.
+        metrics are recorded. With ``refit`` the weights are then fitted again
+        on all rows, keeping the calibration. ``refit=None`` (default) refits
+        multiclass heads only: their argmax decisions gain from the extra
+        rows, while binary / multilabel decisions rest on thresholds tuned for
+        the train-part model's confidence, which a refit shifts (measured in
+        bench/RESULTS.md).
         """
         import time
 
@@ -444,6 +448,8 @@ class Bundle:
                 temperature, model.temperature_ = model.temperature_, 1.0
                 metrics["ece_uncalibrated"] = self._metrics(model, X_val, y_val)["ece"]
                 model.temperature_ = temperature
+            if refit is None:  # default: multiclass heads only (see the docstring)
+                refit = kind == "multiclass"
             if refit and len(y_val) and isinstance(model, LinearHead):
                 self._refit_keeping_calibration(
                     model,

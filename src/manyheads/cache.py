@@ -15,6 +15,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,14 +64,32 @@ class EmbeddingCache:
             self._conn = sqlite3.connect(
                 self.path, timeout=60.0, check_same_thread=False, isolation_level=None
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(_SCHEMA)
+            self._setup()
         except (OSError, sqlite3.Error) as exc:
             raise ManyheadsError(f"cannot open the embedding cache {self.path}: {exc}") from exc
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+
+    def _setup(self) -> None:
+        """WAL mode and the table. Switching journal mode can report "database is
+        locked" at once (without waiting) while another process opens the same new
+        file, so it is retried for a while."""
+        deadline = time.monotonic() + 60.0
+        delay = 0.01
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     def get(self, fingerprint: str, texts: Sequence[str], dim: int) -> list[np.ndarray | None]:
         """Cached vectors for ``texts`` (``None`` where missing)."""
