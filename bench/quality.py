@@ -90,6 +90,8 @@ def main() -> None:
         help="LP-FT epochs of MiniLM on the Debian training rows (0: skip)",
     )
     ap.add_argument("--finetune-max-length", type=int, default=128)
+    ap.add_argument("--tasks", help="comma-separated subset, e.g. debdesc/role,code/lang")
+    ap.add_argument("--no-speed", action="store_true", help="skip the throughput measurement")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     print(f"machine: {machine()}")
