@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 MH=.venv/bin/manyheads
 BUNDLE="${BUNDLE:-out/debian}"
-echo "== train (trunk: minilm; first run encodes 5,000 texts, a few minutes on 2 cores)"
+echo "== train (trunk: minilm+tfidf; first run encodes 5,000 texts, a few minutes on 2 cores)"
 $MH train examples/debian-en-train.jsonl.gz -b "$BUNDLE" --group-field group \
   --task section --task library:binary --task role:multilabel --task interface:multilabel
 echo "== heads"

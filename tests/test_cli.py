@@ -261,3 +261,19 @@ def test_console_script_runs_in_a_real_process(tmp_path, data_file):
     )
     assert bad.returncode == 1 and bad.stderr.startswith("manyheads: error: cannot read")
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.minilm
+def test_train_defaults_to_minilm_tfidf_auto_C_accuracy_thresholds(capsys, tmp_path, debian_rows):
+    rows = [{k: r[k] for k in ("text", "section", "role")} for r in debian_rows[:150]]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    bundle = tmp_path / "b"
+    code, _, err = run(
+        capsys, "train", data, "-b", bundle, "--task", "section", "--task", "role:multilabel"
+    )
+    assert code == 0, err
+    doc = json.loads((bundle / "bundle.json").read_text())
+    assert doc["trunk"]["name"] == "minilm+hashing"
+    assert doc["trunk"]["spec"]["type"] == "composite"
+    assert doc["heads"]["section"]["params"]["C"] == "auto"
+    assert doc["heads"]["role"]["params"]["thresholds"] == "accuracy"

@@ -119,8 +119,8 @@ def train(
         str | None,
         typer.Option(
             "--trunk",
-            help="minilm (default for a new bundle), hashing, tfidf, a model folder path, or "
-            "several joined by '+' (minilm+tfidf; with weights: minilm@1+tfidf@0.5).",
+            help="Trunk of a new bundle: minilm+tfidf (default), minilm, hashing, tfidf, a model "
+            "folder path, or several joined by '+' (with weights: minilm@1+tfidf@0.5).",
         ),
     ] = None,
     label_sep: LabelSepOpt = ",",
@@ -129,9 +129,10 @@ def train(
         str,
         typer.Option(
             "--C",
-            help="Inverse regularisation strength, or 'auto' to pick it on the validation split.",
+            help="Inverse regularisation strength, or 'auto' (default) to pick it on the "
+            "validation split.",
         ),
-    ] = "1.0",
+    ] = "auto",
     class_weight: Annotated[
         str | None, typer.Option("--class-weight", help="'balanced' for imbalanced labels.")
     ] = None,
@@ -148,9 +149,9 @@ def train(
         typer.Option(
             "--thresholds",
             help="What binary/multilabel thresholds maximise on the "
-            "validation split: f1 (default) or accuracy.",
+            "validation split: accuracy (default) or f1.",
         ),
-    ] = "f1",
+    ] = "accuracy",
     seed: Annotated[int, typer.Option("--seed")] = 0,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,

@@ -39,6 +39,12 @@ __all__ = [
 ]
 
 
+# The defaults of `manyheads train`, chosen from bench/quality.py (see the README):
+# MiniLM joined with a TF-IDF-like hashing trunk, C picked on the validation split,
+# thresholds that maximise accuracy.
+DEFAULT_TRUNK = "minilm+tfidf"
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """``NAME[=FIELD][:KIND]`` from the command line."""
@@ -108,10 +114,10 @@ def train_file(
     group_field: str | None = None,
     label_sep: str = ",",
     val_fraction: float = 0.2,
-    C: float | str = 1.0,
+    C: float | str = "auto",
     class_weight: str | None = None,
     head: str = "linear",
-    thresholds: str = "f1",
+    thresholds: str = "accuracy",
     seed: int = 0,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
@@ -157,7 +163,7 @@ def train_file(
     elif folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
     else:
-        bundle = Bundle(trunk=trunk or "minilm", cache=cache)
+        bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache)
     if bundle.trunk_needs_fit:  # a new bundle's fitted trunk parts learn from this file
         bundle.fit_trunk(dataset.texts)
     # one trunk pass for all heads: embed every text once, then fit from the cache
