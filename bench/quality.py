@@ -198,6 +198,7 @@ def main() -> None:
                 "ece": ev["ece"],
                 "train_s": train_s,
                 "fit_s": s.seconds,
+                "val_ece": s.metrics.get("ece"),
                 "C_": getattr(head, "C_", None),
             }
         results["tasks"][task] = row
@@ -206,6 +207,8 @@ def main() -> None:
         for name, m in row.items():
             if isinstance(m, dict):
                 extra = f"  C_={m['C_']:g}" if m.get("C_") is not None else ""
+                if m.get("val_ece") is not None:
+                    extra += f"  val_ece={m['val_ece']:.4f}"
                 print(
                     f"{name:<34}{m['accuracy']:>9.4f}{m['macro_f1']:>9.4f}{m['ece']:>8.4f}"
                     f"{m['train_s']:>9.1f}{extra}"

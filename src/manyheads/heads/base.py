@@ -8,6 +8,8 @@ import numpy as np
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+
 
 class HeadBase(ClassifierMixin, BaseEstimator):
     """Prediction methods shared by :class:`LinearHead` and :class:`MLPHead`.
@@ -18,8 +20,30 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     """
 
     kind: str
+    calibrate: bool
+    thresholds: str
     classes_: np.ndarray
+    temperature_: float
     thresholds_: np.ndarray
+
+    def _calibrate(self, X_val: Any, target: np.ndarray) -> Any:
+        """Temperature (if ``calibrate``) and binary / multilabel thresholds from
+        validation rows and their encoded targets."""
+        if len(target) == 0:
+            return self
+        z = self.decision_function(X_val, raw=True)
+        if self.calibrate:
+            self.temperature_ = fit_temperature(z, target, self.kind)
+        if self.kind == "multilabel":
+            self.thresholds_ = tune_thresholds(
+                expit(z / self.temperature_), target, self.thresholds
+            )
+        elif self.kind == "binary":
+            p = expit(z / self.temperature_)
+            self.thresholds_ = np.array(
+                [tune_binary_threshold(p, target, self.thresholds)], dtype=np.float32
+            )
+        return self
 
     def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
         raise NotImplementedError

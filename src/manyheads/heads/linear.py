@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
@@ -17,9 +16,6 @@ from .base import HeadBase
 from .calibration import (
     THRESHOLD_OBJECTIVES,
     calibrated_nll,
-    fit_temperature,
-    tune_binary_threshold,
-    tune_thresholds,
 )
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
@@ -324,20 +320,7 @@ class LinearHead(HeadBase):
         check_is_fitted(self, "coef_")
         X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)
-        if len(target) == 0:
-            return self
-        z = self.decision_function(X_val, raw=True)
-        if self.calibrate:
-            self.temperature_ = fit_temperature(z, target, self.kind)
-        if self.kind == "multilabel":
-            self.thresholds_ = tune_thresholds(
-                expit(z / self.temperature_), target, self.thresholds
-            )
-        elif self.kind == "binary":
-            p = expit(z / self.temperature_)
-            self.thresholds_ = np.array(
-                [tune_binary_threshold(p, target, self.thresholds)], dtype=np.float32
-            )
+        self._calibrate(X_val, target)
         return self
 
     # -- prediction --------------------------------------------------------

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
@@ -24,9 +23,6 @@ from ..errors import ConfigError, DataError, require
 from .base import HeadBase
 from .calibration import (
     THRESHOLD_OBJECTIVES,
-    fit_temperature,
-    tune_binary_threshold,
-    tune_thresholds,
 )
 from .linear import _as_label_sets, check_kind
 
@@ -502,23 +498,6 @@ class MLPHead(HeadBase):
         check_is_fitted(self, "W1_")
         X_val, target = self._known_validation(X_val, y_val)
         return self._calibrate(X_val, target)
-
-    def _calibrate(self, X_val: Any, target: np.ndarray) -> MLPHead:
-        if len(target) == 0:
-            return self
-        z = self.decision_function(X_val, raw=True)
-        if self.calibrate:
-            self.temperature_ = fit_temperature(z, target, self.kind)
-        if self.kind == "multilabel":
-            self.thresholds_ = tune_thresholds(
-                expit(z / self.temperature_), target, self.thresholds
-            )
-        elif self.kind == "binary":
-            p = expit(z / self.temperature_)
-            self.thresholds_ = np.array(
-                [tune_binary_threshold(p, target, self.thresholds)], dtype=np.float32
-            )
-        return self
 
     # -- prediction (numpy only) -----------------------------------------------
 
