@@ -63,7 +63,7 @@ from ._progress import transformers_bars
 from .errors import ConfigError, DataError, ManyheadsError, require
 from .heads.linear import _as_label_sets, check_kind
 from .trunks.base import check_texts
-from .trunks.transformer import TransformerTrunk, _sentence_transformers_settings
+from .trunks.transformer import TransformerTrunk, _sentence_transformers_settings, special_span
 
 __all__ = ["FinetuneReport", "finetune_transformer", "training_embeddings"]
 
@@ -263,13 +263,7 @@ class _Encoder:
         for enc in self.tokenizer.encode_batch(texts, add_special_tokens=True):
             ids = list(enc.ids)
             if len(ids) > limit:
-                special = enc.special_tokens_mask
-                head = 0
-                while head < len(ids) and special[head]:
-                    head += 1
-                tail = len(ids)
-                while tail > head and special[tail - 1]:
-                    tail -= 1
+                head, tail = special_span(enc)
                 width = limit - head - (len(ids) - tail)
                 if width < 1:
                     raise ConfigError(

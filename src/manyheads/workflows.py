@@ -21,7 +21,7 @@ from .bundle import (
     check_head_name,
 )
 from .cache import EmbeddingCache
-from .data import LabelSpec, load_dataset, read_texts
+from .data import Dataset, LabelSpec, load_dataset, read_texts
 from .errors import BundleError, ConfigError, DataError
 from .heads import KINDS
 from .trunks import load_trunk
@@ -77,6 +77,30 @@ def parse_task(spec: str) -> TaskSpec:
     return TaskSpec(name=name, field=fld or name, kind=kind)
 
 
+def _task_specs(tasks: Sequence[str | TaskSpec]) -> list[TaskSpec]:
+    specs = [t if isinstance(t, TaskSpec) else parse_task(t) for t in tasks]
+    if not specs:
+        raise ConfigError("give at least one --task NAME[:KIND]")
+    return specs
+
+
+def _read_tasks(
+    data: str | Path,
+    specs: Sequence[TaskSpec],
+    text_field: str,
+    group_field: str | None,
+    label_sep: str,
+) -> Dataset:
+    """Read and validate the file holding the texts and every task's labels."""
+    return load_dataset(
+        data,
+        text_field=text_field,
+        labels=[s.label_spec() for s in specs],
+        group_field=group_field,
+        label_sep=label_sep,
+    )
+
+
 def parse_C(value: float | str) -> float | str:
     """A positive number or ``"auto"`` (from the command line, both arrive as text)."""
     if value == "auto":
@@ -128,9 +152,7 @@ def train_file(
     The whole file is read and validated, and every head trained, before
     anything is written; the bundle is then saved once, atomically.
     """
-    specs = [t if isinstance(t, TaskSpec) else parse_task(t) for t in tasks]
-    if not specs:
-        raise ConfigError("give at least one --task NAME[:KIND]")
+    specs = _task_specs(tasks)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"--task names must be unique, got {names}")
@@ -141,13 +163,7 @@ def train_file(
         raise ConfigError(f"--head must be one of {', '.join(HEAD_TYPES)}, got {head!r}")
     if class_weight not in (None, "balanced"):
         raise ConfigError(f"--class-weight must be 'balanced', got {class_weight!r}")
-    dataset = load_dataset(
-        data,
-        text_field=text_field,
-        labels=[s.label_spec() for s in specs],
-        group_field=group_field,
-        label_sep=label_sep,
-    )
+    dataset = _read_tasks(data, specs, text_field, group_field, label_sep)
     cache = _cache_arg(cache_dir, no_cache)
     folder = Path(bundle_path)
     if (folder / BUNDLE_JSON).is_file():
@@ -214,16 +230,8 @@ def finetune_file(
     progress: bool = False,
 ) -> FinetuneSummary:
     """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save."""
-    specs = [t if isinstance(t, TaskSpec) else parse_task(t) for t in tasks]
-    if not specs:
-        raise ConfigError("give at least one --task NAME[:KIND]")
-    dataset = load_dataset(
-        data,
-        text_field=text_field,
-        labels=[s.label_spec() for s in specs],
-        group_field=group_field,
-        label_sep=label_sep,
-    )
+    specs = _task_specs(tasks)
+    dataset = _read_tasks(data, specs, text_field, group_field, label_sep)
     bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache)
     summary = bundle.finetune(
         dataset.texts,

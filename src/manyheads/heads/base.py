@@ -8,7 +8,13 @@ import numpy as np
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+from ..errors import ConfigError
+from .calibration import (
+    THRESHOLD_OBJECTIVES,
+    fit_temperature,
+    tune_binary_threshold,
+    tune_thresholds,
+)
 
 
 class HeadBase(ClassifierMixin, BaseEstimator):
@@ -25,6 +31,13 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     classes_: np.ndarray
     temperature_: float
     thresholds_: np.ndarray
+
+    def _check_thresholds(self) -> None:
+        if self.thresholds not in THRESHOLD_OBJECTIVES:
+            raise ConfigError(
+                f"thresholds must be one of {', '.join(THRESHOLD_OBJECTIVES)}, "
+                f"got {self.thresholds!r}"
+            )
 
     def _calibrate(self, X_val: Any, target: np.ndarray) -> Any:
         """Temperature (if ``calibrate``) and binary / multilabel thresholds from

@@ -14,7 +14,6 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from ..errors import ConfigError, DataError
 from .base import HeadBase
 from .calibration import (
-    THRESHOLD_OBJECTIVES,
     calibrated_nll,
 )
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
@@ -112,11 +111,7 @@ class LinearHead(HeadBase):
     # -- fitting -----------------------------------------------------------
 
     def _check_params(self) -> None:
-        if self.thresholds not in THRESHOLD_OBJECTIVES:
-            raise ConfigError(
-                f"thresholds must be one of {', '.join(THRESHOLD_OBJECTIVES)}, "
-                f"got {self.thresholds!r}"
-            )
+        self._check_thresholds()
         check_kind(self.kind)
         if self.C != "auto" and (not isinstance(self.C, numbers.Real) or not self.C > 0):
             raise ConfigError(f"C must be a positive number or 'auto', got {self.C!r}")

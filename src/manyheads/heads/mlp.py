@@ -21,9 +21,6 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
-from .calibration import (
-    THRESHOLD_OBJECTIVES,
-)
 from .linear import _as_label_sets, check_kind
 
 __all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
@@ -172,11 +169,7 @@ class MLPHead(HeadBase):
     # -- parameters and targets ----------------------------------------------
 
     def _check_params(self) -> None:
-        if self.thresholds not in THRESHOLD_OBJECTIVES:
-            raise ConfigError(
-                f"thresholds must be one of {', '.join(THRESHOLD_OBJECTIVES)}, "
-                f"got {self.thresholds!r}"
-            )
+        self._check_thresholds()
         check_kind(self.kind)
         for name in ("hidden", "max_epochs", "patience", "batch_size"):
             value = getattr(self, name)

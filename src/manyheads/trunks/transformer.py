@@ -206,13 +206,7 @@ class TransformerTrunk:
                 owners.append(i)
                 weights.append(1.0)
                 continue
-            special = enc.special_tokens_mask
-            head = 0
-            while head < len(ids) and special[head]:
-                head += 1
-            tail = len(ids)
-            while tail > head and special[tail - 1]:
-                tail -= 1
+            head, tail = special_span(enc)
             prefix, body, suffix = ids[:head], ids[head:tail], ids[tail:]
             width = limit - len(prefix) - len(suffix)
             stride = max(1, width - width // 4)
@@ -275,6 +269,20 @@ class TransformerTrunk:
 
     def __repr__(self) -> str:
         return f"TransformerTrunk({str(self.path)!r}, pooling={self.pooling!r})"
+
+
+def special_span(encoding: Any) -> tuple[int, int]:
+    """``(head, tail)``: the text's tokens are ``ids[head:tail]``, between the special
+    tokens a tokenizer's template puts before and after them."""
+    special = encoding.special_tokens_mask
+    n = len(special)
+    head = 0
+    while head < n and special[head]:
+        head += 1
+    tail = n
+    while tail > head and special[tail - 1]:
+        tail -= 1
+    return head, tail
 
 
 def minilm_path() -> Path:
