@@ -273,7 +273,12 @@ def test_bundle_save_over_a_file(trained, tmp_path):
 def test_validation_ece_and_refit(trained):
     m = trained.head_info["section"]["metrics"]
     assert 0 <= m["ece"] <= 1 and 0 < m["accuracy"] <= 1
-    assert trained.heads["section"].temperature_ > 0
+    # multiclass: refitted on all rows, temperature from out-of-fold logits
+    assert m["temperature"] == trained.heads["section"].temperature_ > 0
+    assert 0 <= m["ece_cv"] <= 1
+    # binary / multilabel heads are not refitted: their temperature is the validation one
+    assert "ece_cv" not in trained.head_info["library"]["metrics"]
+    assert "ece_cv" not in trained.head_info["role"]["metrics"]
 
 
 def test_evaluate_counts_unseen_labels_as_errors(trained):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import write_jsonl
 
-from manyheads import Bundle
+from manyheads import Bundle, ConfigError
 from manyheads.bundle import BUNDLE_JSON
 from manyheads.cli import main
 
@@ -143,3 +143,59 @@ def test_finetune_needs_a_transformer_trunk(capsys, tmp_path, data_file):
     _, err = capsys.readouterr()
     assert code == 1
     assert "fine-tuning needs a trunk with exactly one transformer part" in err
+
+
+def test_finetune_calibrates_heads_on_rows_the_trunk_did_not_see(
+    tmp_path, tiny_model_dir, debian_rows
+):
+    rows = debian_rows[:100]
+    texts = [r["text"] for r in rows]
+    groups = [r["group"] for r in rows]
+    b = Bundle(trunk=str(tiny_model_dir), cache=None)
+    b.fit_head("section", texts, [r["section"] for r in rows], groups=groups)
+    other = debian_rows[100:160]  # texts the fine-tuning never sees
+    b.fit_head("library", [r["text"] for r in other], [r["library"] for r in other], kind="binary")
+    summary = b.finetune(
+        texts,
+        {"section": ("multiclass", [r["section"] for r in rows])},
+        tmp_path / "b",
+        groups=groups,
+        epochs=1,
+        max_length=32,
+        batch_size=8,
+        holdout=0.25,
+    )
+    by_name = {s.name: s for s in summary.heads}
+    section = by_name["section"]
+    # fitted on the fine-tuned rows, calibrated on the held-out quarter, not refitted
+    # (n_val counts the held-out rows whose class the train part has)
+    assert 65 <= section.n_train <= 85 and section.n_train + section.n_val <= len(rows)
+    assert "ece_cv" not in section.metrics
+    assert "calibrated_on_trunk_training_rows" not in section.metrics
+    # the kept data is still every row (for the next fine-tune)
+    kept = b.training_data("section")
+    assert kept is not None and sorted(kept[0]) == sorted(texts)
+    # a head whose texts the trunk never saw is fitted as usual
+    assert "ece_cv" not in by_name["library"].metrics
+    assert by_name["library"].n_train + by_name["library"].n_val == len(other)
+    # with no hold-out every row was seen by the trunk: calibrated on them, and said so
+    again = b.finetune(
+        texts,
+        {"section": ("multiclass", [r["section"] for r in rows])},
+        tmp_path / "b",
+        groups=groups,
+        epochs=1,
+        max_length=32,
+        batch_size=8,
+        holdout=0.0,
+    )
+    flagged = {s.name: s.metrics for s in again.heads}
+    assert flagged["section"]["calibrated_on_trunk_training_rows"] is True
+    assert b.head_info["section"]["metrics"]["calibrated_on_trunk_training_rows"] is True
+    with pytest.raises(ConfigError, match=r"holdout must be in \[0, 1\); got 1.5"):
+        b.finetune(
+            texts,
+            {"section": ("multiclass", [r["section"] for r in rows])},
+            tmp_path / "b",
+            holdout=1.5,
+        )

@@ -258,3 +258,35 @@ def test_accuracy_thresholds_favour_exact_match():
     assert not np.array_equal(acc.thresholds_, f1.thresholds_)
     with pytest.raises(ConfigError, match="thresholds must be one of f1, accuracy, got 'recall'"):
         LinearHead(thresholds="recall").fit(X, [lab[:1] or ["x"] for lab in labels])
+
+
+def test_crossfit_temperature_corrects_an_overconfident_full_data_fit():
+    X, y = _blobs(n=5000, d=100, k=4, seed=5, spread=0.25)
+    X, y, X_test, y_test = X[:1000], y[:1000], X[1000:], y[1000:]
+    head = LinearHead(C=100.0).fit(X, y)  # little regularisation: overconfident
+    assert head.temperature_ == 1.0
+    before = log_loss(y_test, head.predict_proba(X_test), labels=head.classes_)
+    oracle = fit_temperature(
+        head.decision_function(X_test, raw=True),
+        np.searchsorted(head.classes_, y_test),
+        "multiclass",
+    )
+    found = head.crossfit_temperature(X, y, groups=np.arange(len(y)) // 4)
+    assert found["temperature"] == head.temperature_
+    assert abs(np.log(head.temperature_ / oracle)) < 0.15  # oracle ~2.6 on the test rows
+    assert found["n"] == len(y) and 0 <= found["ece_cv"] < 0.1
+    after = log_loss(y_test, head.predict_proba(X_test), labels=head.classes_)
+    assert after < 0.8 * before
+
+
+def test_crossfit_temperature_refuses_other_kinds_and_bad_rows():
+    X, labels, _ = _multilabel()
+    head = LinearHead(kind="multilabel").fit(X, labels)
+    with pytest.raises(ConfigError, match="for multiclass heads"):
+        head.crossfit_temperature(X, labels)
+    X, y = _blobs()
+    head = LinearHead().fit(X, y)
+    with pytest.raises(DataError, match="600 rows but y has 10 labels"):
+        head.crossfit_temperature(X, y[:10])
+    # one group: no folds possible, the temperature stays
+    assert head.crossfit_temperature(X, y, groups=[0] * len(y)) == {"temperature": 1.0, "n": 0}

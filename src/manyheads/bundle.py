@@ -368,7 +368,11 @@ class Bundle:
         passed. The head is fitted on the train part, its temperature (and
         binary / multilabel thresholds) on the validation part, validation
         metrics are recorded. With ``refit`` the weights are then fitted again
-        on all rows, keeping the calibration. ``refit=None`` (default) refits
+        on all rows; a multiclass head's temperature is then fitted again on
+        5-fold out-of-fold logits at the same ``C`` (folds by ``groups``), since
+        the model fitted on all rows is more confident than the one the
+        validation split saw (``metrics["ece_cv"]`` is the out-of-fold ECE).
+        ``refit=None`` (default) refits
         multiclass heads only: their argmax decisions gain from the extra
         rows, while binary / multilabel decisions rest on thresholds tuned for
         the train-part model's confidence, which a refit shifts (measured in
@@ -451,14 +455,27 @@ class Bundle:
             if refit is None:  # default: multiclass heads only (see the docstring)
                 refit = kind == "multiclass"
             if refit and len(y_val) and isinstance(model, LinearHead):
-                self._refit_keeping_calibration(
-                    model,
-                    _vstack(X, X_val) if val_texts is not None else X_all,
-                    list(y) + list(y_val) if val_texts is not None else labels,
-                )
+                X_fit = _vstack(X, X_val) if val_texts is not None else X_all
+                y_fit = list(y) + list(y_val) if val_texts is not None else labels
+                self._refit_keeping_calibration(model, X_fit, y_fit)
+                if kind == "multiclass":
+                    fit_groups = None if groups is None else [f"g{g!r}" for g in groups]
+                    if fit_groups is not None and val_texts is not None:
+                        fit_groups += [f"v{i}" for i in range(len(y_val))]
+                    cv = model.crossfit_temperature(X_fit, y_fit, groups=fit_groups, seed=seed)
+                    metrics["temperature"] = cv["temperature"]
+                    if "ece_cv" in cv:
+                        metrics["ece_cv"] = cv["ece_cv"]
         except DataError as exc:
             raise DataError(f"head {name!r}: {exc}") from exc
         seconds = time.perf_counter() - t1
+        # the kept data is every row given, validation rows included
+        kept_texts, kept_labels, kept_groups = texts, labels, groups
+        if val_texts is not None:
+            kept_texts = texts + list(val_texts)
+            kept_labels = labels + list(val_labels or [])
+            if groups is not None:
+                kept_groups = list(groups) + [f"validation-{i}" for i in range(len(val_texts))]
         info = {
             "kind": kind,
             "field": field or name,
@@ -466,14 +483,18 @@ class Bundle:
             "metrics": metrics,
             "n_train": len(train_idx),
             "n_val": int(metrics.get("n", 0)),
-            "data_hash": data_hash(texts, labels),
+            "data_hash": data_hash(kept_texts, kept_labels),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
         }
         if keep_data:
             rel = f"{DATA_DIR}/{str(info['data_hash'])[:24]}.jsonl.gz"
             info["data"] = rel
-            self._data[rel] = (texts, labels, None if groups is None else list(groups))
+            self._data[rel] = (
+                kept_texts,
+                kept_labels,
+                None if kept_groups is None else list(kept_groups),
+            )
         self.add_head(name, model, info=info)
         return HeadSummary(
             name=name,
@@ -720,6 +741,7 @@ class Bundle:
         max_length: int = 128,
         batch_size: int = 16,
         lr: float = 2e-5,
+        holdout: float = 0.2,
         seed: int = 0,
         progress: bool = False,
     ) -> FinetuneSummary:
@@ -732,8 +754,16 @@ class Bundle:
         its own training data: the data given here for the heads in
         ``tasks``, the data the bundle kept for the others. A head whose data
         is missing is removed and reported in ``dropped``, never kept on a
-        trunk it was not trained on. Temperatures and thresholds are fitted
-        again. Call :meth:`save` afterwards (the CLI does).
+        trunk it was not trained on. Call :meth:`save` afterwards (the CLI does).
+
+        Temperatures and thresholds are fitted again, on texts the new trunk
+        did not see: a ``holdout`` share of ``texts`` (grouped by ``groups``)
+        is left out of fine-tuning, and each head is fitted on its rows the
+        trunk saw and calibrated on the others (no refit on all rows: the
+        trunk's embeddings of its own training texts are more separable than
+        those of new texts, so a temperature fitted on them is too low). A head
+        whose rows were all seen by the trunk is calibrated on a split of them
+        and says so (``metrics["calibrated_on_trunk_training_rows"]``).
         """
         from .finetune import finetune_transformer
         from .trunks import TransformerTrunk
@@ -753,14 +783,31 @@ class Bundle:
             check_kind(kind)
             if len(labels) != len(texts):
                 raise DataError(f"task {name!r}: {len(texts)} texts but {len(labels)} labels")
+        if not 0 <= holdout < 1:
+            raise ConfigError(f"holdout must be in [0, 1); got {holdout}")
         source = parts[neural[0]]
         assert isinstance(source, TransformerTrunk)
+        if holdout > 0:
+            first_kind, first_labels = next(iter(tasks.values()))
+            tune_idx, _ = split_indices(
+                len(texts),
+                stratify=None if first_kind == "multilabel" else [str(v) for v in first_labels],
+                groups=groups,
+                val_fraction=holdout,
+                seed=seed,
+            )
+        else:
+            tune_idx = np.arange(len(texts))
+        tune_texts = [texts[i] for i in tune_idx]
+        tune_tasks = {
+            n: (k, [list(labels)[i] for i in tune_idx]) for n, (k, labels) in tasks.items()
+        }
         folder.mkdir(parents=True, exist_ok=True)
         rel = f"trunk-{uuid.uuid4().hex[:12]}"
         report = finetune_transformer(
             source.path,
-            texts,
-            tasks,
+            tune_texts,
+            tune_tasks,
             folder / rel,
             epochs=epochs,
             max_length=max_length,
@@ -811,24 +858,38 @@ class Bundle:
                 ref["spec"] = spec
             self._trunk_ref = ref
             self._state = _State()
+        seen = set(tune_texts)
         summaries = []
         for name, (t, labels, g, field_name) in refits.items():
             info = old_info.get(name, {})
-            summaries.append(
-                self.fit_head(
+            common: dict[str, Any] = {
+                "kind": kinds[name],
+                "field": field_name,
+                "head": str(info.get("head_type", "linear")),
+                "C": old_C.get(name, 1.0),
+                "thresholds": old_thr.get(name, "f1"),
+                "progress": progress,
+                "seed": seed,
+            }
+            in_tune = [text in seen for text in t]
+            fresh = [i for i, v in enumerate(in_tune) if not v]
+            if len(fresh) == len(t):  # the trunk saw none of this head's texts
+                summary = self.fit_head(name, t, labels, groups=g, **common)
+            elif fresh:  # fit on rows the trunk saw, calibrate on the others
+                used = [i for i, v in enumerate(in_tune) if v]
+                summary = self.fit_head(
                     name,
-                    t,
-                    labels,
-                    kind=kinds[name],
-                    groups=g,
-                    field=field_name,
-                    head=str(info.get("head_type", "linear")),
-                    C=old_C.get(name, 1.0),
-                    thresholds=old_thr.get(name, "f1"),
-                    progress=progress,
-                    seed=seed,
+                    [t[i] for i in used],
+                    [labels[i] for i in used],
+                    val_texts=[t[i] for i in fresh],
+                    val_labels=[labels[i] for i in fresh],
+                    refit=False,
+                    **common,
                 )
-            )
+            else:
+                summary = self.fit_head(name, t, labels, groups=g, **common)
+                summary.metrics["calibrated_on_trunk_training_rows"] = True  # = head_info's
+            summaries.append(summary)
         self.path = folder
         return FinetuneSummary(report=report, heads=summaries, dropped=dropped)
 

@@ -193,6 +193,13 @@ def finetune(
     ] = 128,
     batch_size: Annotated[int, typer.Option("--batch-size")] = 16,
     lr: Annotated[float, typer.Option("--lr", help="Trunk learning rate.")] = 2e-5,
+    holdout: Annotated[
+        float,
+        typer.Option(
+            "--holdout",
+            help="Share of the rows (grouped) left out of fine-tuning to calibrate the heads on.",
+        ),
+    ] = 0.2,
     text_field: TextFieldOpt = "text",
     group_field: Annotated[str | None, typer.Option("--group-field")] = None,
     label_sep: LabelSepOpt = ",",
@@ -212,6 +219,7 @@ def finetune(
         max_length=max_length,
         batch_size=batch_size,
         lr=lr,
+        holdout=holdout,
         seed=seed,
         cache_dir=cache_dir,
         no_cache=no_cache,

@@ -224,6 +224,7 @@ def finetune_file(
     max_length: int = 128,
     batch_size: int = 16,
     lr: float = 2e-5,
+    holdout: float = 0.2,
     seed: int = 0,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
@@ -243,6 +244,7 @@ def finetune_file(
         max_length=max_length,
         batch_size=batch_size,
         lr=lr,
+        holdout=holdout,
         seed=seed,
         progress=progress,
     )

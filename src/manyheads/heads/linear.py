@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from ..errors import ConfigError, DataError
 from .base import HeadBase
@@ -317,6 +320,90 @@ class LinearHead(HeadBase):
         X_val, target = self._known_validation(X_val, y_val)
         self._calibrate(X_val, target)
         return self
+
+    def crossfit_temperature(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        groups: Sequence[Any] | None = None,
+        n_folds: int = 5,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """Re-fit the temperature on out-of-fold logits of ``(X, y)`` (multiclass heads).
+
+        The head was fitted on all of ``X`` (at ``C_``); a temperature fitted on a
+        validation split of a smaller model would be too low for it, because a model
+        fitted on more rows is more confident. Here ``n_folds`` models at the same
+        ``C_`` (folds by ``groups`` when given; fitted in threads) give a logit for
+        every row from a model that did not see it; the temperature minimising their
+        log-loss replaces ``temperature_``. Returns the
+        temperature, the out-of-fold expected calibration error at it and the rows used.
+        """
+        import warnings
+
+        from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
+
+        from ..evaluate import expected_calibration_error
+        from .calibration import fit_temperature
+
+        check_is_fitted(self, "coef_")
+        if self.kind != "multiclass":
+            raise ConfigError("crossfit_temperature is for multiclass heads")
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
+        y_arr = np.asarray(y)
+        if len(y_arr) != X.shape[0]:
+            raise DataError(f"X has {X.shape[0]} rows but y has {len(y_arr)} labels")
+        n_groups = len(set(groups)) if groups is not None else len(y_arr)
+        k = min(int(n_folds), n_groups)
+        if k < 2:
+            return {"temperature": float(self.temperature_), "n": 0}
+        if groups is not None:
+            splitter: Any = GroupKFold(n_splits=k)
+            folds = splitter.split(X, y_arr, list(groups))
+        else:
+            _, counts = np.unique(y_arr, return_counts=True)
+            splitter = (
+                StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+                if counts.min() >= k
+                else KFold(n_splits=k, shuffle=True, random_state=seed)
+            )
+            folds = splitter.split(X, y_arr)
+        column = {c: i for i, c in enumerate(self.classes_.tolist())}
+        logits = np.full((len(y_arr), len(self.classes_)), -np.inf, dtype=np.float64)
+        seen = np.zeros(len(y_arr), dtype=bool)
+        params = {**self.get_params(), "C": float(self.C_), "calibrate": False}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sklearn: "least populated class" warnings
+            folds = [f for f in folds if len(np.unique(y_arr[f[0]])) >= 2]
+
+        def fit_fold(train_idx: np.ndarray) -> LinearHead:
+            # cold start: a start from this head's weights (which saw the held-out
+            # rows) keeps some of them at the solver's tolerance and lowers the temperature
+            return LinearHead(**{**params, "warm_start": False}).fit(X[train_idx], y_arr[train_idx])
+
+        n_jobs = max(1, min(len(folds), os.cpu_count() or 1))
+        if n_jobs > 1:  # the folds' matrix products release the GIL: one BLAS thread each
+            with threadpool_limits(limits=1), ThreadPoolExecutor(n_jobs) as pool:
+                models = list(pool.map(fit_fold, [f[0] for f in folds]))
+        else:
+            models = [fit_fold(f[0]) for f in folds]
+        for fold, (_, test_idx) in zip(models, folds, strict=True):
+            cols = [column[c] for c in fold.classes_.tolist()]
+            block = np.full((len(test_idx), len(self.classes_)), -np.inf)
+            block[:, cols] = fold.decision_function(X[test_idx], raw=True)
+            logits[test_idx] = block
+            seen[test_idx] = np.isin(y_arr[test_idx], fold.classes_)
+        if not seen.any():
+            return {"temperature": float(self.temperature_), "n": 0}
+        z = logits[seen]
+        z[~np.isfinite(z)] = -1e9
+        target = np.array([column[v] for v in y_arr[seen].tolist()], dtype=np.int64)
+        if self.calibrate:
+            self.temperature_ = fit_temperature(z, target, "multiclass")
+        proba = self.proba_from_logits((z / self.temperature_).astype(np.float32))
+        ece = expected_calibration_error(proba.max(1), proba.argmax(1) == target)
+        return {"temperature": float(self.temperature_), "ece_cv": ece, "n": int(seen.sum())}
 
     # -- prediction --------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -172,12 +173,24 @@ def _single_threaded_optimizer_blas() -> Iterator[None]:
     With two OpenBLAS thread pools (numpy's and scipy's) spinning on the same
     cores, each L-BFGS iteration costs about three times as much.
     """
+    global _blas_depth, _blas_before
     libs = _optimizer_blas()
-    before = [lib.num_threads for lib in libs]
-    for lib in libs:
-        lib.set_num_threads(1)
+    with _blas_lock:  # fits may run in threads: the first in sets, the last out restores
+        if _blas_depth == 0:
+            _blas_before = [lib.num_threads for lib in libs]
+            for lib in libs:
+                lib.set_num_threads(1)
+        _blas_depth += 1
     try:
         yield
     finally:
-        for lib, n in zip(libs, before, strict=True):
-            lib.set_num_threads(n)
+        with _blas_lock:
+            _blas_depth -= 1
+            if _blas_depth == 0:
+                for lib, n in zip(libs, _blas_before, strict=True):
+                    lib.set_num_threads(n)
+
+
+_blas_lock = threading.Lock()
+_blas_depth = 0
+_blas_before: list[int] = []
