@@ -155,16 +155,21 @@ def test_finetune_calibrates_heads_on_rows_the_trunk_did_not_see(
     b.fit_head("section", texts, [r["section"] for r in rows], groups=groups)
     other = debian_rows[100:160]  # texts the fine-tuning never sees
     b.fit_head("library", [r["text"] for r in other], [r["library"] for r in other], kind="binary")
-    summary = b.finetune(
-        texts,
-        {"section": ("multiclass", [r["section"] for r in rows])},
-        tmp_path / "b",
-        groups=groups,
-        epochs=1,
-        max_length=32,
-        batch_size=8,
-        holdout=0.25,
-    )
+    tasks = {"section": ("multiclass", [r["section"] for r in rows])}
+
+    def finetune(holdout: float):  # type: ignore[no-untyped-def]
+        return b.finetune(
+            texts,
+            tasks,
+            tmp_path / "b",
+            groups=groups,
+            epochs=1,
+            max_length=32,
+            batch_size=8,
+            holdout=holdout,
+        )
+
+    summary = finetune(0.25)
     by_name = {s.name: s for s in summary.heads}
     section = by_name["section"]
     # fitted on the fine-tuned rows, calibrated on the held-out quarter, not refitted
@@ -179,23 +184,9 @@ def test_finetune_calibrates_heads_on_rows_the_trunk_did_not_see(
     assert "ece_cv" not in by_name["library"].metrics
     assert by_name["library"].n_train + by_name["library"].n_val == len(other)
     # with no hold-out every row was seen by the trunk: calibrated on them, and said so
-    again = b.finetune(
-        texts,
-        {"section": ("multiclass", [r["section"] for r in rows])},
-        tmp_path / "b",
-        groups=groups,
-        epochs=1,
-        max_length=32,
-        batch_size=8,
-        holdout=0.0,
-    )
+    again = finetune(0.0)
     flagged = {s.name: s.metrics for s in again.heads}
     assert flagged["section"]["calibrated_on_trunk_training_rows"] is True
     assert b.head_info["section"]["metrics"]["calibrated_on_trunk_training_rows"] is True
     with pytest.raises(ConfigError, match=r"holdout must be in \[0, 1\); got 1.5"):
-        b.finetune(
-            texts,
-            {"section": ("multiclass", [r["section"] for r in rows])},
-            tmp_path / "b",
-            holdout=1.5,
-        )
+        finetune(1.5)

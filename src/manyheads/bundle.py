@@ -149,6 +149,20 @@ def _new_head(
     return LinearHead(kind=kind, C=C, class_weight=class_weight, thresholds=thresholds)
 
 
+def _split(
+    kind: str, labels: list[Any], groups: Sequence[Any] | None, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Train / held-out row indices: grouped when ``groups`` are given, else stratified
+    by label (multilabel: not stratified)."""
+    return split_indices(
+        len(labels),
+        stratify=None if kind == "multilabel" else [str(v) for v in labels],
+        groups=groups,
+        val_fraction=fraction,
+        seed=seed,
+    )
+
+
 def _vstack(a: Features, b: Features) -> Features:
     if sp.issparse(a) or sp.issparse(b):
         return sp.vstack([sp.csr_matrix(a), sp.csr_matrix(b)], format="csr")
@@ -408,13 +422,7 @@ class Bundle:
         else:
             X_full = X_all
             if val_fraction > 0:
-                train_idx, val_idx = split_indices(
-                    len(texts),
-                    stratify=None if kind == "multilabel" else [str(v) for v in labels],
-                    groups=groups,
-                    val_fraction=val_fraction,
-                    seed=seed,
-                )
+                train_idx, val_idx = _split(kind, labels, groups, val_fraction, seed)
             else:
                 train_idx, val_idx = np.arange(len(texts)), np.arange(0)
             X, X_val = X_full[train_idx], X_full[val_idx]
@@ -789,19 +797,14 @@ class Bundle:
         assert isinstance(source, TransformerTrunk)
         if holdout > 0:
             first_kind, first_labels = next(iter(tasks.values()))
-            tune_idx, _ = split_indices(
-                len(texts),
-                stratify=None if first_kind == "multilabel" else [str(v) for v in first_labels],
-                groups=groups,
-                val_fraction=holdout,
-                seed=seed,
-            )
+            tune_idx, _ = _split(first_kind, list(first_labels), groups, holdout, seed)
         else:
             tune_idx = np.arange(len(texts))
         tune_texts = [texts[i] for i in tune_idx]
-        tune_tasks = {
-            n: (k, [list(labels)[i] for i in tune_idx]) for n, (k, labels) in tasks.items()
-        }
+        tune_tasks = {}
+        for task_name, (task_kind, task_labels) in tasks.items():
+            as_list = list(task_labels)
+            tune_tasks[task_name] = (task_kind, [as_list[i] for i in tune_idx])
         folder.mkdir(parents=True, exist_ok=True)
         rel = f"trunk-{uuid.uuid4().hex[:12]}"
         report = finetune_transformer(
@@ -871,12 +874,9 @@ class Bundle:
                 "progress": progress,
                 "seed": seed,
             }
-            in_tune = [text in seen for text in t]
-            fresh = [i for i, v in enumerate(in_tune) if not v]
-            if len(fresh) == len(t):  # the trunk saw none of this head's texts
-                summary = self.fit_head(name, t, labels, groups=g, **common)
-            elif fresh:  # fit on rows the trunk saw, calibrate on the others
-                used = [i for i, v in enumerate(in_tune) if v]
+            used = [i for i, text in enumerate(t) if text in seen]
+            fresh = [i for i, text in enumerate(t) if text not in seen]
+            if used and fresh:  # fit on rows the trunk saw, calibrate on the others
                 summary = self.fit_head(
                     name,
                     [t[i] for i in used],
@@ -886,9 +886,10 @@ class Bundle:
                     refit=False,
                     **common,
                 )
-            else:
+            else:  # the trunk saw none of these texts, or all of them
                 summary = self.fit_head(name, t, labels, groups=g, **common)
-                summary.metrics["calibrated_on_trunk_training_rows"] = True  # = head_info's
+                if not fresh:
+                    summary.metrics["calibrated_on_trunk_training_rows"] = True  # = head_info's
             summaries.append(summary)
         self.path = folder
         return FinetuneSummary(report=report, heads=summaries, dropped=dropped)
