@@ -8,7 +8,9 @@
 
 __version__ = "0.1.0"
 
-from .bundle import Bundle, HeadSummary
+from typing import TYPE_CHECKING, Any
+
+from .bundle import Bundle, FinetuneSummary, HeadSummary
 from .cache import EmbeddingCache
 from .data import Dataset, LabelSpec, load_dataset, read_texts, split_indices
 from .errors import (
@@ -20,8 +22,30 @@ from .errors import (
     MissingDependencyError,
     UnknownHeadError,
 )
-from .heads import KINDS, FusedHeads, LinearHead
-from .trunks import HashingTrunk, TransformerTrunk, Trunk, load_trunk
+from .heads import KINDS, FusedHeads
+from .trunks import CompositeTrunk, TransformerTrunk, Trunk, load_trunk
+
+if TYPE_CHECKING:
+    from .heads.linear import LinearHead
+    from .heads.mlp import MLPHead
+    from .trunks.hashing import HashingTrunk
+
+# scikit-learn-backed classes load on first use: answering from a saved bundle
+# does not import scikit-learn
+_LAZY = {
+    "LinearHead": "manyheads.heads.linear",
+    "MLPHead": "manyheads.heads.mlp",
+    "HashingTrunk": "manyheads.trunks.hashing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'manyheads' has no attribute {name!r}")
+
 
 __all__ = [
     "KINDS",

@@ -56,3 +56,27 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def staged_dir(out: Path, check: Any = None) -> Iterator[Path]:
+    """Build a folder beside ``out`` and rename it to ``out`` when the block succeeds.
+
+    ``out`` must be missing or an empty folder when the rename comes
+    (``check(out)`` is called just before, to refuse otherwise). If the block
+    raises, the half-built folder is removed and ``out`` is untouched.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        yield work
+        if check is not None:
+            check(out)
+        if out.exists():
+            out.rmdir()
+        os.replace(work, out)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+        raise

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,15 +44,10 @@ from .errors import (
     FingerprintMismatchError,
     UnknownHeadError,
 )
-from .evaluate import head_metrics
-from .heads import (
-    AnyHead,
-    FusedHeads,
-    LinearHead,
-    any_head_from_record,
-    any_head_to_record,
-    check_kind,
-)
+from .heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record
+
+if TYPE_CHECKING:
+    from .heads.linear import LinearHead
 from .trunks import CompositeTrunk, Trunk, load_trunk
 from .trunks.base import check_texts
 
@@ -109,21 +104,70 @@ class FinetuneSummary:
     dropped: list[str]
 
 
+Record: TypeAlias = "tuple[dict[str, Any], dict[str, np.ndarray]]"
+
+
+class _LazyHeads(Mapping[str, Any]):
+    """``{name: head}`` whose estimators are rebuilt from their records on first access.
+
+    Answering needs only the records (numpy); the scikit-learn estimators are
+    built when something asks for them (evaluation, refits, ``bundle.heads[n]``).
+    """
+
+    def __init__(self, records: Mapping[str, Record], built: Mapping[str, Any]) -> None:
+        self._records = records
+        self._built = {n: h for n, h in built.items() if n in records}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> Any:
+        head = self._built.get(name)
+        if head is None:
+            record, tensors = self._records[name]
+            with self._lock:
+                head = self._built.get(name)
+                if head is None:
+                    head = self._built[name] = any_head_from_record(record, tensors)
+        return head
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._records
+
+    def __repr__(self) -> str:
+        return f"<heads {list(self._records)}>"
+
+
 @dataclass(frozen=True)
 class _State:
     """An immutable snapshot of the head set: swapped whole, never edited in place."""
 
-    heads: Mapping[str, AnyHead] = field(default_factory=dict)
+    records: Mapping[str, Record] = field(default_factory=dict)
     info: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    heads: Mapping[str, AnyHead] = field(default_factory=dict)
     fused: FusedHeads | None = None
 
     @staticmethod
-    def build(heads: dict[str, AnyHead], info: dict[str, dict[str, Any]]) -> _State:
+    def build(
+        records: dict[str, Record],
+        info: dict[str, dict[str, Any]],
+        built: Mapping[str, Any] | None = None,
+    ) -> _State:
+        records = dict(records)
         return _State(
-            heads=MappingProxyType(dict(heads)),
+            records=MappingProxyType(records),
             info=MappingProxyType(dict(info)),
-            fused=FusedHeads(heads) if heads else None,
+            heads=_LazyHeads(records, dict(built or {})),
+            fused=FusedHeads.from_records(records) if records else None,
         )
+
+    def built(self) -> dict[str, Any]:
+        """The heads already rebuilt as estimators (carried into the next snapshot)."""
+        return dict(self.heads._built) if isinstance(self.heads, _LazyHeads) else {}
 
 
 _DEFAULT = "default"
@@ -146,6 +190,8 @@ def _new_head(
         return MLPHead(
             kind=kind, class_weight=class_weight, random_state=seed, thresholds=thresholds
         )
+    from .heads.linear import LinearHead
+
     return LinearHead(kind=kind, C=C, class_weight=class_weight, thresholds=thresholds)
 
 
@@ -298,7 +344,7 @@ class Bundle:
             if hasattr(trunk, "encode_sparse"):
                 return trunk.encode_sparse(texts)
             return trunk.encode(texts, progress=progress)
-        fp, dim = trunk.fingerprint, int(trunk.dim)
+        fp, dim = getattr(trunk, "cache_key", trunk.fingerprint), int(trunk.dim)
         found = cache.get(fp, texts, dim)
         todo = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
         fresh: dict[str, np.ndarray] = {}
@@ -324,6 +370,15 @@ class Bundle:
     def head_info(self) -> Mapping[str, dict[str, Any]]:
         """Per head: kind, field, validation metrics, training-data hash, created time, ..."""
         return self._state.info
+
+    def labels(self, name: str) -> list[Any]:
+        """The labels (classes) head ``name`` answers with, in its output order."""
+        state = self._state
+        if state.fused is None or name not in state.fused.specs:
+            raise UnknownHeadError(
+                f"unknown head {name!r}; the bundle has: {', '.join(state.records) or '-'}"
+            )
+        return list(state.fused.specs[name].labels)
 
     def resolve_heads(self, heads: Sequence[str] | str | None) -> list[str]:
         state = self._state
@@ -393,6 +448,8 @@ class Bundle:
         bench/RESULTS.md).
         """
         import time
+
+        from .heads.linear import LinearHead, check_kind
 
         name = check_head_name(name)
         kind = check_kind(kind)
@@ -550,6 +607,8 @@ class Bundle:
 
     @staticmethod
     def _metrics(head: AnyHead, X: np.ndarray, y: Sequence[Any]) -> dict[str, Any]:
+        from .evaluate import head_metrics
+
         proba = head.predict_proba(X)
         target = head._encode_targets(y)
         if head.kind == "multilabel":
@@ -580,12 +639,15 @@ class Bundle:
         info.setdefault("kind", head.kind)
         info.setdefault("field", name)
         info.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        record = any_head_to_record(head)
         with self._lock:
-            heads = dict(self._state.heads)
+            records = dict(self._state.records)
             infos = dict(self._state.info)
-            heads[name] = head
+            built = self._state.built()
+            records[name] = record
             infos[name] = info
-            self._state = _State.build(heads, infos)
+            built[name] = head
+            self._state = _State.build(records, infos, built)
 
     def remove_head(self, name: str) -> None:
         with self._lock:
@@ -593,9 +655,9 @@ class Bundle:
                 raise UnknownHeadError(
                     f"unknown head {name!r}; the bundle has: {', '.join(self._state.heads) or '-'}"
                 )
-            heads = {k: v for k, v in self._state.heads.items() if k != name}
+            records = {k: v for k, v in self._state.records.items() if k != name}
             infos = {k: v for k, v in self._state.info.items() if k != name}
-            self._state = _State.build(heads, infos)
+            self._state = _State.build(records, infos, self._state.built())
 
     def export_head(self, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """One head as (JSON record, tensors) — the form the bundle stores it in."""
@@ -604,7 +666,8 @@ class Bundle:
             raise UnknownHeadError(
                 f"unknown head {name!r}; the bundle has: {', '.join(state.heads)}"
             )
-        record, tensors = any_head_to_record(state.heads[name])
+        record, tensors = state.records[name]
+        record = dict(record)
         record.update({k: v for k, v in state.info[name].items() if k not in record})
         return record, tensors
 
@@ -642,18 +705,38 @@ class Bundle:
         texts = check_texts(texts)
         if not texts:
             return []
-        X = self.embed(texts, use_cache=use_cache)
         assert state.fused is not None
-        return state.fused.predict(X, names)
+        return state.fused.answers(self._probabilities(state, texts, names, use_cache), names)
 
     def predict_proba(
         self, texts: Sequence[str], heads: Sequence[str] | str | None = None
     ) -> dict[str, np.ndarray]:
+        """``{head: probabilities}`` (texts x outputs; binary heads: ``[1 - p, p]``)."""
         state = self._state
         names = self.resolve_heads(heads)
-        X = self.embed(check_texts(texts), use_cache=False)
+        return self._probabilities(state, check_texts(texts), names, False)
+
+    def _probabilities(
+        self, state: _State, texts: list[str], names: list[str], use_cache: bool
+    ) -> dict[str, np.ndarray]:
+        """Every requested head's probabilities from one trunk pass.
+
+        An exported bundle's graph computes the heads it holds; a head added
+        since (not yet written into the graph) is applied to the graph's
+        embedding here.
+        """
         assert state.fused is not None
-        return state.fused.probabilities(X, names)
+        trunk = self.trunk
+        graph = getattr(trunk, "graph_heads", None) if not use_cache else None
+        if graph is None:
+            return state.fused.probabilities(self.embed(texts, use_cache=use_cache), names)
+        inside = [n for n in names if graph.get(n) == state.fused.specs[n].digest]
+        out = trunk.run(texts, inside)  # type: ignore[attr-defined]
+        probs = {n: out[n] for n in inside}
+        rest = [n for n in names if n not in probs]
+        if rest:
+            probs.update(state.fused.probabilities(out["embedding"], rest))
+        return probs
 
     def evaluate(
         self, texts: Sequence[str], labels: Mapping[str, Sequence[Any]]
@@ -686,6 +769,8 @@ class Bundle:
     @staticmethod
     def _metrics_with_unseen(head: AnyHead, X: np.ndarray, y: list[Any]) -> dict[str, Any]:
         """Multiclass/binary metrics where labels unknown to the head count as errors."""
+        from .evaluate import head_metrics
+
         proba = head.predict_proba(X)
         index = {c: i for i, c in enumerate(head.classes_.tolist())}
         target = np.array([index.get(v, -1) for v in y])
@@ -719,12 +804,12 @@ class Bundle:
             raise BundleError(f"cannot save the bundle to {folder}: it is a file, not a folder")
         folder.mkdir(parents=True, exist_ok=True)
         with self._lock, _folder_lock(folder):
+            self._save_graph(folder)
             generation = uuid.uuid4().hex
             doc = self.to_dict(generation)
             text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
             tensors: dict[str, np.ndarray] = {}
-            for name in self._state.heads:
-                _, ts = any_head_to_record(self._state.heads[name])
+            for name, (_, ts) in self._state.records.items():
                 for key, arr in ts.items():
                     tensors[f"heads/{name}/{key}"] = arr
             for key, arr in self._current_trunk_state().items():
@@ -736,6 +821,40 @@ class Bundle:
             self._drop_old_trunks(folder, text)
         self.path = folder
         return folder
+
+    def _onnx_trunk(self) -> Any:
+        """The ONNX graph part of an exported bundle's trunk, or None."""
+        spec = self._trunk_ref["spec"]
+        specs = spec.get("parts", []) if spec.get("type") == "composite" else [spec]
+        if not any(p.get("type") == "onnx" for p in specs):
+            return None
+        trunk = self.trunk
+        parts = trunk.parts if isinstance(trunk, CompositeTrunk) else [trunk]
+        return next(p for p in parts if hasattr(p, "graph_heads"))
+
+    def _save_graph(self, folder: Path) -> None:
+        """An exported bundle: bring its graph (and tokenizer) into ``folder`` and write the
+        current heads into the graph when they changed. Graph files are named by
+        their content; the one bundle.json names is the one in use."""
+        graph = self._onnx_trunk()
+        if graph is None:
+            return
+        from . import export
+
+        for rel in (graph.file, graph.tokenizer_file):
+            target = folder / rel
+            if not target.exists():
+                atomic_write_bytes(target, (graph.folder / rel).read_bytes())
+        graph.folder = folder
+        if isinstance(self.trunk, CompositeTrunk):
+            return  # its graph holds the transformer part only
+        fused = self._state.fused
+        wanted = {} if fused is None else {n: s.digest for n, s in fused.specs.items()}
+        if graph.graph_heads != wanted:
+            sha = export.rewrite_heads(folder, graph, fused)
+            graph.file, graph.sha256 = export.graph_file_name(sha), sha
+            graph._session = None
+            self._trunk_ref = self._reference(self.trunk)
 
     def finetune(
         self,
@@ -781,10 +900,16 @@ class Bundle:
         parts = trunk.parts if isinstance(trunk, CompositeTrunk) else [trunk]
         neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
         if len(neural) != 1:
+            exported = self._onnx_trunk() is not None
             raise ConfigError(
-                f"fine-tuning needs a trunk with exactly one transformer part; this bundle's "
-                f"trunk is {self.trunk_name!r}"
+                "an exported (ONNX) bundle cannot be fine-tuned: fine-tune the bundle it was "
+                "exported from and export it again"
+                if exported
+                else f"fine-tuning needs a trunk with exactly one transformer part; this "
+                f"bundle's trunk is {self.trunk_name!r}"
             )
+        from .heads.linear import check_kind
+
         texts = check_texts(texts)
         for name, (kind, labels) in tasks.items():
             check_head_name(name)
@@ -896,12 +1021,16 @@ class Bundle:
 
     @staticmethod
     def _drop_old_trunks(folder: Path, bundle_json: str) -> None:
-        """Remove fine-tuned trunk folders (``trunk-ID``) the saved bundle no longer uses."""
+        """Remove fine-tuned trunk folders (``trunk-ID``) and graph files (``model-SHA.onnx``)
+        the saved bundle no longer uses."""
         import shutil
 
         for old in folder.glob("trunk-*"):
             if old.is_dir() and f'"{old.name}"' not in bundle_json:
                 shutil.rmtree(old, ignore_errors=True)
+        for old in folder.glob("model-*.onnx"):
+            if old.is_file() and f'"{old.name}"' not in bundle_json:
+                old.unlink(missing_ok=True)
 
     def _save_data(self, folder: Path) -> None:
         """Write each kept training set once (content-addressed); drop unreferenced ones."""
@@ -1049,18 +1178,19 @@ class Bundle:
                     f"the trunk given has fingerprint {trunk.fingerprint}"
                 )
             bundle._trunk = trunk
-        heads: dict[str, AnyHead] = {}
+        records: dict[str, Record] = {}
         infos: dict[str, dict[str, Any]] = {}
-        for name, record in (doc.get("heads") or {}).items():
+        heads_doc = doc.get("heads") or {}
+        if not isinstance(heads_doc, dict):
+            raise BundleError(f"{where}: 'heads' must be an object")
+        for name, record in heads_doc.items():
+            if not isinstance(record, dict):
+                raise BundleError(f"{where}: head {name!r} must be an object")
             ts = {
                 key.rsplit("/", 1)[1]: arr
                 for key, arr in tensors.items()
                 if key.startswith(f"heads/{name}/")
             }
-            try:
-                head = any_head_from_record(record, ts)
-            except DataError as exc:
-                raise BundleError(f"{where}: head {name!r}: {exc}") from exc
             info = {
                 k: v
                 for k, v in record.items()
@@ -1071,9 +1201,12 @@ class Bundle:
                     f"{where}: head {name!r} was trained on trunk fingerprint "
                     f"{info['trunk_fingerprint']}, the bundle's trunk is {ref['fingerprint']}"
                 )
-            heads[name] = head
+            records[name] = (record, ts)
             infos[name] = info
-        bundle._state = _State.build(heads, infos)
+        try:  # checks every head's record and tensor shapes
+            bundle._state = _State.build(records, infos)
+        except DataError as exc:
+            raise BundleError(f"{where}: {exc}") from exc
         return bundle
 
     def __repr__(self) -> str:

@@ -301,6 +301,21 @@ def predict(
         typer.echo(json.dumps(answer, ensure_ascii=False))
 
 
+@app.command("export")
+def export(
+    bundle: BundleOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="New (or empty) folder to write.")],
+    int8: Annotated[
+        bool, typer.Option("--int8", help="Quantise the encoder's weights to int8 (dynamic).")
+    ] = False,
+) -> None:
+    """Export the bundle to one ONNX graph (trunk + every head): a bundle that runs
+    with onnxruntime, without torch."""
+    folder = workflows.export_file(bundle, out, int8=int8)
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    typer.echo(f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''})")
+
+
 @heads_app.command("list")
 def heads_list(
     bundle: BundleOpt,

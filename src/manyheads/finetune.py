@@ -48,8 +48,6 @@ import inspect
 import json
 import math
 import numbers
-import os
-import secrets
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -59,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ._io import staged_dir
 from ._progress import transformers_bars
 from .errors import ConfigError, DataError, ManyheadsError, require
 from .heads.linear import _as_label_sets, check_kind
@@ -628,10 +627,7 @@ def finetune_transformer(
         "probe_losses": probe_losses,
     }
     pooling_changed = encoder.pooling != (encoder.st_pooling or "mean")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    os.mkdir(tmp)
-    try:
+    with staged_dir(out, _check_out_dir) as tmp:
         with transformers_bars(progress):
             _save(encoder, tmp, pooling_changed=pooling_changed, info=info)
         saved = TransformerTrunk(tmp)
@@ -641,13 +637,6 @@ def finetune_transformer(
                 f"trained with {encoder.pooling!r}"
             )
         fingerprint = saved.fingerprint  # independent of the folder's path
-        _check_out_dir(out)
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return FinetuneReport(
         out_dir=out,
         epochs=epochs,

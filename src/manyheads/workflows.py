@@ -29,6 +29,7 @@ from .trunks import load_trunk
 __all__ = [
     "TaskSpec",
     "evaluate_file",
+    "export_file",
     "finetune_file",
     "list_heads",
     "open_bundle",
@@ -314,13 +315,13 @@ def list_heads(bundle_path: str | Path) -> list[dict[str, Any]]:
     """One row per head: name, kind, number of labels, field, validation metrics."""
     bundle = open_bundle(bundle_path, no_cache=True)
     rows = []
-    for name, head in bundle.heads.items():
+    for name in bundle.heads:
         info = bundle.head_info[name]
         rows.append(
             {
                 "name": name,
-                "kind": head.kind,
-                "labels": len(head.classes_),
+                "kind": info["kind"],
+                "labels": len(bundle.labels(name)),
                 "field": info.get("field", name),
                 "n_train": info.get("n_train"),
                 "metrics": info.get("metrics", {}),
@@ -334,3 +335,10 @@ def remove_head(bundle_path: str | Path, name: str) -> None:
     bundle = open_bundle(bundle_path, no_cache=True)
     bundle.remove_head(name)
     bundle.save(bundle_path)
+
+
+def export_file(bundle_path: str | Path, out: str | Path, *, int8: bool = False) -> Path:
+    """Export the bundle at ``bundle_path`` to an ONNX bundle in ``out``."""
+    from .export import export_bundle
+
+    return export_bundle(open_bundle(bundle_path, no_cache=True), out, int8=int8)

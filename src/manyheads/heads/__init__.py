@@ -1,4 +1,9 @@
-"""Heads: small classifiers on trunk embeddings, and their fusion into one matrix."""
+"""Heads: small classifiers on trunk embeddings, and their fusion into one matrix.
+
+The estimators (:class:`LinearHead`, :class:`MLPHead`) need scikit-learn and
+are imported on first use; :class:`FusedHeads` and the stored head records
+need numpy only, so a bundle can answer without importing scikit-learn.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
-from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
-from .fused import FusedHeads
-from .linear import KINDS, LinearHead, check_kind, head_from_record, head_to_record
+from .fused import KINDS, FusedHeads
 
 if TYPE_CHECKING:
+    from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
+    from .linear import LinearHead, check_kind, head_from_record, head_to_record
     from .mlp import MLPHead
 
 AnyHead: TypeAlias = "LinearHead | MLPHead"
@@ -30,9 +35,30 @@ __all__ = [
     "tune_thresholds",
 ]
 
+_LAZY = {
+    "LinearHead": "linear",
+    "check_kind": "linear",
+    "head_from_record": "linear",
+    "head_to_record": "linear",
+    "MLPHead": "mlp",
+    "fit_temperature": "calibration",
+    "tune_binary_threshold": "calibration",
+    "tune_thresholds": "calibration",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def any_head_to_record(head: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Record and tensors of a linear or MLP head."""
+    from .linear import LinearHead, head_to_record
+
     if isinstance(head, LinearHead):
         return head_to_record(head)
     from .mlp import MLPHead, mlp_head_to_record
@@ -48,4 +74,6 @@ def any_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray])
         from .mlp import mlp_head_from_record
 
         return mlp_head_from_record(record, tensors)
+    from .linear import head_from_record
+
     return head_from_record(record, tensors)

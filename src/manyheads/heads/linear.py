@@ -19,9 +19,9 @@ from .base import HeadBase
 from .calibration import (
     calibrated_nll,
 )
+from .fused import KINDS
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
-KINDS = ("multiclass", "binary", "multilabel")
 _C_MIN, _C_MAX = 1.0 / 64, 1024.0
 
 __all__ = ["KINDS", "LinearHead", "check_kind", "head_from_record", "head_to_record"]

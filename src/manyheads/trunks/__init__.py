@@ -8,13 +8,15 @@ Hugging Face / sentence-transformers folder, a spec dict as stored in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ManyheadsError
 from .base import Trunk, l2_normalise
 from .composite import CompositeTrunk, encode_features
-from .hashing import HashingTrunk
 from .transformer import TransformerTrunk, minilm_path
+
+if TYPE_CHECKING:
+    from .hashing import HashingTrunk
 
 __all__ = [
     "TRUNK_NAMES",
@@ -38,6 +40,14 @@ _HASHING_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def __getattr__(name: str) -> Any:
+    if name == "HashingTrunk":  # scikit-learn's hashing: imported on first use
+        from .hashing import HashingTrunk
+
+        return HashingTrunk
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
     kind = spec.get("type")
     options = {k: v for k, v in spec.items() if k not in ("type", "version")}
@@ -45,11 +55,19 @@ def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
         parts = [_from_spec(p, base) for p in options.get("parts", [])]
         return CompositeTrunk(parts, options.get("weights"))
     if kind == "hashing":
+        from .hashing import HashingTrunk
+
         if "ngram_range" in options:
             options["ngram_range"] = tuple(options["ngram_range"])
         return HashingTrunk(**options)
     if kind == "minilm":
         return TransformerTrunk(minilm_path(), name="minilm", registered=True, **options)
+    if kind == "onnx":
+        if base is None:
+            raise ManyheadsError("an ONNX trunk is loaded from its bundle folder (Bundle.load)")
+        from .onnxrt import OnnxTrunk
+
+        return OnnxTrunk(base, **options)
     if kind == "transformer":
         path = options.pop("path", None)
         if not path:
@@ -58,7 +76,9 @@ def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
         if not folder.is_absolute() and base is not None:
             folder = base / folder  # a trunk stored inside the bundle folder
         return TransformerTrunk(folder, **options)
-    raise ManyheadsError(f"unknown trunk type {kind!r}; known: minilm, hashing, transformer")
+    raise ManyheadsError(
+        f"unknown trunk type {kind!r}; known: minilm, hashing, transformer, composite, onnx"
+    )
 
 
 def load_trunk(
@@ -108,6 +128,8 @@ def _from_name(name: str) -> Trunk:
     if name == "minilm":
         return _from_spec({"type": "minilm"})
     if name in _HASHING_PRESETS:
+        from .hashing import HashingTrunk
+
         return HashingTrunk(**_HASHING_PRESETS[name])
     path = Path(name).expanduser()
     if path.is_dir():

@@ -23,6 +23,9 @@ import numpy as np
 
 from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
 from .base import check_texts, config_fingerprint, l2_normalise
+from .windows import special_span, token_windows
+
+__all__ = ["TransformerTrunk", "minilm_path", "special_span"]
 
 _VERSION = 1
 _POOLING_MODES = ("mean", "cls", "max")
@@ -194,32 +197,7 @@ class TransformerTrunk:
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
         """Token windows, the text each belongs to, and each window's weight."""
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
-        windows: list[list[int]] = []
-        owners: list[int] = []
-        weights: list[float] = []
-        limit = self.max_length
-        for i, enc in enumerate(encodings):
-            ids = enc.ids
-            if len(ids) <= limit:
-                windows.append(ids)
-                owners.append(i)
-                weights.append(1.0)
-                continue
-            head, tail = special_span(enc)
-            prefix, body, suffix = ids[:head], ids[head:tail], ids[tail:]
-            width = limit - len(prefix) - len(suffix)
-            stride = max(1, width - width // 4)
-            start = 0
-            while True:
-                piece = body[start : start + width]
-                windows.append(prefix + piece + suffix)
-                owners.append(i)
-                weights.append(float(len(piece)))
-                if start + width >= len(body):
-                    break
-                start += stride
-        return windows, np.asarray(owners, dtype=np.int64), np.asarray(weights, dtype=np.float32)
+        return token_windows(self._tokenizer, texts, self.max_length)
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
@@ -269,20 +247,6 @@ class TransformerTrunk:
 
     def __repr__(self) -> str:
         return f"TransformerTrunk({str(self.path)!r}, pooling={self.pooling!r})"
-
-
-def special_span(encoding: Any) -> tuple[int, int]:
-    """``(head, tail)``: the text's tokens are ``ids[head:tail]``, between the special
-    tokens a tokenizer's template puts before and after them."""
-    special = encoding.special_tokens_mask
-    n = len(special)
-    head = 0
-    while head < n and special[head]:
-        head += 1
-    tail = n
-    while tail > head and special[tail - 1]:
-        tail -= 1
-    return head, tail
 
 
 def minilm_path() -> Path:

@@ -1,0 +1,288 @@
+"""The ONNX runtime trunk: an exported graph run with onnxruntime, no torch.
+
+An exported bundle's graph takes token ids, an attention mask and a
+``window_weights`` matrix and gives the pooled, L2-normalised embedding of
+each text and, when the bundle's trunk is a single transformer, every head's
+probabilities (see :mod:`manyheads.export`). This module needs onnxruntime,
+tokenizers and numpy only.
+
+Texts are tokenised in one call (the tokenizers library runs it on all
+cores), split into the same windows as the torch path (long texts are never
+cut), sorted by length and grouped into batches under a token budget, so
+little padding is computed. ``window_weights`` (texts x windows) averages the
+windows of a long text inside the graph; for short texts it is the identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
+from .base import check_texts
+from .windows import token_windows
+
+EMBEDDING = "embedding"
+HEAD_PREFIX = "probs/"
+META_HEADS = "manyheads.heads"
+
+
+def cpu_threads() -> int:
+    """Threads for onnxruntime: ``MANYHEADS_THREADS`` if set, else the usable CPU count."""
+    env = os.environ.get("MANYHEADS_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ConfigError(f"MANYHEADS_THREADS must be a whole number, got {env!r}") from None
+        if n < 1:
+            raise ConfigError(f"MANYHEADS_THREADS must be at least 1, got {n}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
+    """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
+    ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
+    order = np.argsort(lengths, kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    n = len(order)
+    while start < n:
+        stop = start + 1
+        while stop < n and stop - start < max_rows:
+            if (stop - start + 1) * lengths[order[stop]] > max_tokens:
+                break
+            stop += 1
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+class OnnxTrunk:
+    """A trunk exported to ONNX, run by onnxruntime.
+
+    Parameters
+    ----------
+    folder : path
+        The exported bundle folder; ``file`` and ``tokenizer`` are relative to it.
+    fingerprint : str
+        Fingerprint of the trunk the graph was exported from: heads trained on
+        that trunk work on this one.
+    quantization : None or "int8"
+        An int8 graph gives slightly different vectors, so its embeddings are
+        cached apart from the original trunk's (``cache_key``).
+    threads : int, optional
+        onnxruntime intra-op threads (default: ``MANYHEADS_THREADS`` or the CPU count).
+    batch_tokens, max_batch : int
+        Token budget (padded) and row limit of one graph call.
+    """
+
+    cacheable = True
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        fingerprint: str,
+        dim: int,
+        max_length: int,
+        name: str = "onnx",
+        file: str = "model.onnx",
+        tokenizer: str = "tokenizer.json",
+        sha256: str | None = None,
+        quantization: str | None = None,
+        source: dict[str, Any] | None = None,
+        threads: int | None = None,
+        batch_tokens: int = 1024,
+        max_batch: int = 64,
+    ) -> None:
+        self.folder = Path(folder)
+        self.name = name
+        self.file = file
+        self.tokenizer_file = tokenizer
+        self._fingerprint = str(fingerprint)
+        self._dim = int(dim)
+        if not isinstance(max_length, int) or max_length < 4:
+            raise ConfigError(f"max_length must be an integer >= 4, got {max_length!r}")
+        self.max_length = max_length
+        self.sha256 = sha256
+        if quantization not in (None, "int8"):
+            raise ConfigError(f"quantization must be None or 'int8', got {quantization!r}")
+        self.quantization = quantization
+        self.source = dict(source or {})
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ConfigError(f"threads must be a positive integer, got {threads!r}")
+        self.threads = threads
+        if batch_tokens < 1 or max_batch < 1:
+            raise ConfigError("batch_tokens and max_batch must be positive")
+        self.batch_tokens = int(batch_tokens)
+        self.max_batch = int(max_batch)
+        for rel in (file, tokenizer):
+            if not (self.folder / rel).is_file():
+                raise ManyheadsError(f"the exported trunk lacks {self.folder / rel}")
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+        self._outputs: list[str] = []
+        self._widths: dict[str, int] = {}
+        self._graph_heads: dict[str, str] = {}
+
+    # -- protocol ----------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    @property
+    def cache_key(self) -> str:
+        """Key of this trunk's vectors in the embedding cache."""
+        if self.quantization:
+            return f"{self._fingerprint}-{self.quantization}"
+        return self._fingerprint
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "type": "onnx",
+            "name": self.name,
+            "file": self.file,
+            "tokenizer": self.tokenizer_file,
+            "fingerprint": self._fingerprint,
+            "dim": self._dim,
+            "max_length": self.max_length,
+            "sha256": self.sha256,
+            "quantization": self.quantization,
+            "source": self.source,
+        }
+
+    # -- session -----------------------------------------------------------
+
+    def _ensure(self) -> Any:
+        if self._session is None:
+            with self._lock:
+                if self._session is None:
+                    self._open()
+        return self._session
+
+    def _open(self) -> None:
+        ort = require("onnxruntime", "onnx")
+        tokenizers = require("tokenizers", "onnx")
+        path = self.folder / self.file
+        if self.sha256 is not None and file_sha256(path) != self.sha256:
+            raise FingerprintMismatchError(
+                f"{path} is not the graph this bundle was saved with (its SHA-256 differs); "
+                "export the bundle again"
+            )
+        tok = tokenizers.Tokenizer.from_file(str(self.folder / self.tokenizer_file))
+        tok.no_truncation()
+        tok.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads or cpu_threads()
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
+        meta = session.get_modelmeta().custom_metadata_map
+        self._graph_heads = json.loads(meta.get(META_HEADS, "{}"))
+        self._outputs = [o.name for o in session.get_outputs()]
+        self._widths = {
+            o.name: o.shape[1] if isinstance(o.shape[1], int) else 0 for o in session.get_outputs()
+        }
+        self._tokenizer = tok
+        self._session = session
+
+    @property
+    def graph_heads(self) -> dict[str, str]:
+        """``{head: digest}`` of the heads inside the graph."""
+        self._ensure()
+        return dict(self._graph_heads)
+
+    # -- running -----------------------------------------------------------
+
+    def run(
+        self, texts: Sequence[str], heads: Sequence[str] = (), *, progress: bool = False
+    ) -> dict[str, np.ndarray]:
+        """Run the graph on ``texts``: ``{"embedding": ..., head: probabilities, ...}`` for
+        the requested heads inside the graph (rows in the order of ``texts``)."""
+        texts = check_texts(texts)
+        session = self._ensure()
+        names = [EMBEDDING] + [HEAD_PREFIX + h for h in heads]
+        missing = [n for n in names if n not in self._outputs]
+        if missing:
+            raise ManyheadsError(f"the ONNX graph has no output {missing[0]!r}")
+        if not texts:
+            return {
+                n.removeprefix(HEAD_PREFIX): np.zeros((0, self._widths[n] or self._dim), np.float32)
+                for n in names
+            }
+        windows, owners, weights = token_windows(self._tokenizer, texts, self.max_length)
+        lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
+        # one "row" per text: its windows travel together (averaged in the graph)
+        n_windows = np.bincount(owners, minlength=len(texts))
+        text_len = np.zeros(len(texts), dtype=np.int64)
+        np.maximum.at(text_len, owners, lengths)
+        first = np.concatenate([[0], np.cumsum(n_windows)[:-1]])
+        out = {
+            n: np.empty((len(texts), self._widths[n] or self._dim), dtype=np.float32) for n in names
+        }
+        batches = length_batches(
+            text_len * n_windows, max_tokens=self.batch_tokens, max_rows=self.max_batch
+        )
+        from .._progress import progress_bar
+
+        with progress_bar(total=len(texts), desc="encoding", enabled=progress) as bar:
+            for batch in batches:
+                # the windows of these texts, in order, padded to the longest
+                win = np.concatenate([np.arange(first[t], first[t] + n_windows[t]) for t in batch])
+                lens = lengths[win]
+                mask = np.arange(int(lens.max()))[None, :] < lens[:, None]
+                ids = np.zeros(mask.shape, dtype=np.int64)
+                ids[mask] = np.concatenate([windows[j] for j in win])
+                # texts x windows: each text's weighted windows (the identity for short texts)
+                ww = np.zeros((len(batch), len(win)), dtype=np.float32)
+                ww[np.repeat(np.arange(len(batch)), n_windows[batch]), np.arange(len(win))] = (
+                    weights[win]
+                )
+                feed = {
+                    "input_ids": ids,
+                    "attention_mask": mask.astype(np.int64),
+                    "window_weights": ww,
+                }
+                for name, arr in zip(names, session.run(names, feed), strict=True):
+                    out[name][batch] = arr
+                bar.update(len(batch))
+        return {n.removeprefix(HEAD_PREFIX): arr for n, arr in out.items()}
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        return self.run(texts, progress=progress)[EMBEDDING]
+
+    def __repr__(self) -> str:
+        q = f", {self.quantization}" if self.quantization else ""
+        return f"OnnxTrunk({str(self.folder / self.file)!r}{q})"

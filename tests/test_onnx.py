@@ -1,0 +1,312 @@
+"""Exported (ONNX) bundles: parity with the torch path, head changes, no torch, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from manyheads import (
+    Bundle,
+    BundleError,
+    ConfigError,
+    FingerprintMismatchError,
+    ManyheadsError,
+)
+from manyheads.cli import main
+from manyheads.trunks.onnxrt import cpu_threads, length_batches
+
+pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+from manyheads.export import export_bundle
+
+LONG = " ".join(["the library provides python bindings for the parser and tools"] * 12)
+
+
+def _rows(debian_rows, n=240):
+    return debian_rows[:n]
+
+
+def _fit_all_kinds(bundle: Bundle, rows) -> None:
+    """Linear and MLP heads of every kind on the same texts."""
+    texts = [r["text"] for r in rows]
+    section = [r["section"] for r in rows]
+    library = [r["library"] for r in rows]
+    role = [r["role"] for r in rows]
+    bundle.fit_head("section", texts, section, seed=0)
+    bundle.fit_head("library", texts, library, kind="binary", seed=0)
+    bundle.fit_head("role", texts, role, kind="multilabel", seed=0)
+    bundle.fit_head("section_mlp", texts, section, head="mlp", seed=0)
+    bundle.fit_head("library_mlp", texts, library, kind="binary", head="mlp", seed=0)
+    bundle.fit_head("role_mlp", texts, role, kind="multilabel", head="mlp", seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_st_dir, debian_rows):
+    """A bundle on the tiny sentence-transformers model (CLS pooling, 16-token windows)
+    with linear and MLP heads of every kind, and its fp32 export."""
+    root = tmp_path_factory.mktemp("onnx")
+    bundle = Bundle(trunk=str(tiny_st_dir), cache=None)
+    _fit_all_kinds(bundle, _rows(debian_rows))
+    bundle.save(root / "source")
+    export_bundle(bundle, root / "exported")
+    return bundle, root
+
+
+def _check_parity(source: Bundle, exported: Bundle, texts: list[str]) -> None:
+    want = source.predict_proba(texts)
+    got = exported.predict_proba(texts)
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-4, err_msg=name)
+    a, b = source.predict(texts), exported.predict(texts)
+    for x, y in zip(a, b, strict=True):
+        for name in x:
+            assert x[name].get("label") == y[name].get("label"), name
+            assert x[name].get("labels") == y[name].get("labels"), name
+
+
+def test_fp32_export_matches_the_torch_path_for_every_head_kind(trained, debian_test_rows):
+    source, root = trained
+    exported = Bundle.load(root / "exported", cache=None)
+    assert type(exported.trunk).__name__ == "OnnxTrunk"
+    # every head is inside the graph
+    assert set(exported.trunk.graph_heads) == set(source.heads)
+    texts = [r["text"] for r in debian_test_rows[:120]] + [LONG, "x", ""]
+    _check_parity(source, exported, texts)
+    # the embedding too, long texts (several windows) included
+    np.testing.assert_allclose(exported.embed(texts), source.embed(texts), atol=1e-5)
+
+
+def test_exported_folder_is_a_bundle(trained):
+    _, root = trained
+    folder = root / "exported"
+    names = sorted(p.name for p in folder.iterdir())
+    graphs = [n for n in names if n.startswith("model-") and n.endswith(".onnx")]
+    assert len(graphs) == 1
+    assert {"bundle.json", "heads.safetensors", "tokenizer.json"} <= set(names)
+    doc = json.loads((folder / "bundle.json").read_text())
+    assert doc["trunk"]["spec"]["type"] == "onnx"
+    assert doc["trunk"]["spec"]["file"] == graphs[0]
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no work folders left
+
+
+def test_adding_and_removing_heads_rewrites_the_graph(trained, tmp_path, debian_rows):
+    source, root = trained
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(root / "exported", folder)
+    exported = Bundle.load(folder, cache=None)
+    old_graph = exported.trunk.file
+    rows = debian_rows[300:500]
+    texts = [r["text"] for r in rows]
+    exported.fit_head("interface", texts, [r["interface"] for r in rows], kind="multilabel")
+    # not in the graph yet: applied to the graph's embedding
+    assert "interface" not in exported.trunk.graph_heads
+    probe = [r["text"] for r in debian_rows[600:640]]
+    before = exported.predict_proba(probe, heads=["interface"])["interface"]
+    exported.remove_head("library_mlp")
+    exported.save(folder)
+    graphs = sorted(p.name for p in folder.glob("model-*.onnx"))
+    assert len(graphs) == 1 and graphs[0] != old_graph  # the old graph is gone
+    again = Bundle.load(folder, cache=None)
+    inside = again.trunk.graph_heads
+    assert "interface" in inside and "library_mlp" not in inside
+    np.testing.assert_allclose(
+        again.predict_proba(probe, heads=["interface"])["interface"], before, atol=1e-5
+    )
+    # the other heads still match the source bundle
+    rest = [n for n in source.heads if n != "library_mlp"]
+    want = source.predict_proba(probe, heads=rest)
+    got = again.predict_proba(probe, heads=rest)
+    for name in rest:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-4)
+
+
+def test_composite_trunk_exports_transformer_part_and_keeps_heads_fused(
+    tmp_path, tiny_model_dir, debian_rows, debian_test_rows
+):
+    rows = _rows(debian_rows)
+    source = Bundle(trunk=f"{tiny_model_dir}+tfidf", cache=None)
+    texts = [r["text"] for r in rows]
+    source.fit_head("section", texts, [r["section"] for r in rows])
+    source.fit_head("role", texts, [r["role"] for r in rows], kind="multilabel", head="mlp")
+    export_bundle(source, tmp_path / "x")
+    exported = Bundle.load(tmp_path / "x", cache=None)
+    spec = json.loads((tmp_path / "x" / "bundle.json").read_text())["trunk"]["spec"]
+    assert spec["type"] == "composite"
+    assert [p["type"] for p in spec["parts"]] == ["onnx", "hashing"]
+    assert exported.trunk_fingerprint == source.trunk_fingerprint
+    probe = [r["text"] for r in debian_test_rows[:60]] + [LONG]
+    _check_parity(source, exported, probe)
+
+
+def test_int8_export_answers_and_is_cached_apart(trained, tmp_path, debian_test_rows):
+    source, _ = trained
+    export_bundle(source, tmp_path / "q", int8=True)
+    q = Bundle.load(tmp_path / "q", cache=None)
+    assert q.trunk.quantization == "int8"
+    assert q.trunk.cache_key != q.trunk.fingerprint  # int8 vectors never mix with fp32 ones
+    assert q.trunk_fingerprint == source.trunk_fingerprint  # the heads still belong to it
+    texts = [r["text"] for r in debian_test_rows[:50]]
+    got = q.predict_proba(texts)
+    for name, p in got.items():
+        assert np.isfinite(p).all() and p.shape[0] == 50, name
+
+
+@pytest.mark.minilm
+def test_int8_minilm_agrees_with_fp32_on_real_texts(tmp_path, debian_rows, debian_test_rows):
+    """Label agreement of the int8 graph with the torch path on real held-out texts."""
+    rows = debian_rows[:1000]
+    source = Bundle(trunk="minilm", cache=None)
+    texts = [r["text"] for r in rows]
+    source.fit_head("library", texts, [r["library"] for r in rows], kind="binary")
+    source.fit_head("section", texts, [r["section"] for r in rows])
+    export_bundle(source, tmp_path / "q", int8=True)
+    q = Bundle.load(tmp_path / "q", cache=None)
+    test = [r["text"] for r in debian_test_rows[:300]]
+    want, got = source.predict_proba(test), q.predict_proba(test)
+    agree = {n: float((want[n].argmax(1) == got[n].argmax(1)).mean()) for n in want}
+    # measured (bench/RESULTS.md): binary ~0.99-1.0; a 50-way section head ~0.95-0.97
+    assert agree["library"] >= 0.98, agree
+    assert agree["section"] >= 0.93, agree
+    print("int8 label agreement", agree)
+
+
+def test_predicting_with_an_exported_bundle_never_imports_torch(trained, tmp_path):
+    _, root = trained
+    script = textwrap.dedent(
+        f"""
+        import sys
+        for banned in ("torch", "transformers", "sklearn"):
+            sys.modules[banned] = None  # any import of them fails
+        import manyheads
+        b = manyheads.Bundle.load({str(root / "exported")!r})
+        out = b.predict(["python bindings for the xml parser", {LONG!r}])
+        assert set(out[0]) == set(b.heads), out[0]
+        loaded = sorted(m for m in ("torch", "transformers", "sklearn", "scipy.optimize")
+                        if sys.modules.get(m) is not None)
+        print("LOADED", loaded)
+        """
+    )
+    env = {**os.environ, "MANYHEADS_CACHE_DIR": str(tmp_path / "cache")}
+    res = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    assert "LOADED []" in res.stdout
+
+
+def test_cli_export_then_predict_eval_and_list(tmp_path, trained, debian_test_rows, capsys):
+    _, root = trained
+    out = tmp_path / "cli-export"
+    assert main(["export", "-b", str(root / "source"), "--out", str(out), "--int8"]) == 0
+    assert "int8" in capsys.readouterr().out
+    assert main(["predict", "-b", str(out), "python bindings for libxml2"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert {"section", "library", "role"} <= set(answer)
+    data = tmp_path / "test.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({k: r[k] for k in ("text", "section", "library")}) + "\n"
+            for r in debian_test_rows[:40]
+        )
+    )
+    assert main(["eval", str(data), "-b", str(out), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["heads"]
+    assert metrics["section"]["n"] == 40
+    assert main(["heads", "list", "-b", str(out), "--json"]) == 0
+    listed = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed["role"]["kind"] == "multilabel"
+    assert main(["heads", "rm", "role", "-b", str(out)]) == 0
+    capsys.readouterr()
+    assert "role" not in Bundle.load(out, cache=None).trunk.graph_heads
+
+
+def test_export_refuses_bad_targets_and_trunks(trained, tmp_path):
+    source, root = trained
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("x")
+    with pytest.raises(BundleError, match="not an empty folder"):
+        export_bundle(source, busy)
+    assert (busy / "keep.txt").read_text() == "x"
+    with pytest.raises(BundleError, match="no heads"):
+        export_bundle(Bundle(trunk=source.trunk, cache=None), tmp_path / "empty")
+    hashing = Bundle(trunk="hashing", cache=None)
+    hashing.fit_head("t", ["a b", "c d", "a c", "b d"] * 5, ["x", "y"] * 10)
+    with pytest.raises(ConfigError, match="one transformer part"):
+        export_bundle(hashing, tmp_path / "h")
+    with pytest.raises(ConfigError, match="already exported"):
+        export_bundle(Bundle.load(root / "exported", cache=None), tmp_path / "again")
+    assert main(["export", "-b", str(root / "source"), "--out", str(busy)]) == 1
+    assert not (tmp_path / "h").exists() and not (tmp_path / "again").exists()
+
+
+def test_a_failed_export_leaves_nothing(trained, tmp_path, monkeypatch):
+    source, _ = trained
+    import manyheads.export as ex
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ex, "_quantize", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        export_bundle(source, tmp_path / "out", int8=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_changed_or_missing_graph_is_refused(trained, tmp_path):
+    import shutil
+
+    _, root = trained
+    folder = tmp_path / "tampered"
+    shutil.copytree(root / "exported", folder)
+    graph = next(folder.glob("model-*.onnx"))
+    blob = bytearray(graph.read_bytes())
+    blob[-1] ^= 0xFF
+    graph.write_bytes(bytes(blob))
+    with pytest.raises(FingerprintMismatchError, match="SHA-256 differs"):
+        Bundle.load(folder, cache=None).predict(["text"])
+    graph.unlink()
+    with pytest.raises(ManyheadsError, match="lacks"):
+        Bundle.load(folder, cache=None).predict(["text"])
+
+
+def test_exported_bundle_cannot_be_finetuned(trained):
+    _, root = trained
+    exported = Bundle.load(root / "exported", cache=None)
+    with pytest.raises(ConfigError, match="exported"):
+        exported.finetune(["a", "b"], {"t": ("multiclass", ["x", "y"])}, root / "ft")
+
+
+def test_thread_count_from_environment(monkeypatch):
+    monkeypatch.setenv("MANYHEADS_THREADS", "3")
+    assert cpu_threads() == 3
+    monkeypatch.setenv("MANYHEADS_THREADS", "many")
+    with pytest.raises(ConfigError, match="MANYHEADS_THREADS"):
+        cpu_threads()
+    monkeypatch.setenv("MANYHEADS_THREADS", "0")
+    with pytest.raises(ConfigError, match="at least 1"):
+        cpu_threads()
+
+
+def test_length_batches_cover_every_row_once_under_the_budget():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 300, size=500)
+    lengths[7] = 5000  # longer than the budget: a batch of its own
+    batches = length_batches(lengths, max_tokens=1024, max_rows=16)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(500))
+    for b in batches:
+        assert len(b) <= 16
+        assert len(b) == 1 or len(b) * lengths[b].max() <= 1024
+    assert np.all(np.diff(lengths[flat]) >= 0)  # sorted by length: little padding
