@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install, then train four heads on 5,000 real Debian package descriptions,
-# evaluate them on 1,000 held-out ones, save the bundle, and predict a few texts.
+# evaluate them on 1,000 held-out ones, save the bundle, predict a few texts, then export it
+# to an int8 ONNX bundle and evaluate and predict with that.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
@@ -18,3 +19,9 @@ $MH predict -b "$BUNDLE" --heads section,library,role \
   "Python 3 bindings for the GTK graphical toolkit" \
   "TrueType fonts with wide Unicode coverage" \
   "command-line utility to synchronise files over SSH"
+echo "== export to one ONNX graph (int8), then answer without torch"
+rm -rf "$BUNDLE-int8"
+$MH export -b "$BUNDLE" --out "$BUNDLE-int8" --int8
+$MH eval examples/debian-en-test.jsonl.gz -b "$BUNDLE-int8"
+$MH predict -b "$BUNDLE-int8" --heads section,library,role \
+  "Python 3 bindings for the GTK graphical toolkit"
