@@ -316,6 +316,29 @@ def export(
     typer.echo(f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''})")
 
 
+@app.command()
+def serve(
+    bundle: BundleOpt,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    max_batch: Annotated[
+        int, typer.Option("--max-batch", help="Most texts merged into one trunk pass.")
+    ] = 64,
+    max_wait_ms: Annotated[
+        float, typer.Option("--max-wait-ms", help="Longest wait for more texts to merge.")
+    ] = 5.0,
+) -> None:
+    """Serve every head of the bundle over HTTP (POST /v1/predict, /healthz, /readyz)."""
+    from .errors import require
+    from .serve import create_app
+
+    uvicorn = require("uvicorn", "serve")
+    if not (bundle / "bundle.json").is_file():
+        raise ManyheadsError(f"no bundle at {bundle} (missing bundle.json)")
+    app_ = create_app(bundle, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
 @heads_app.command("list")
 def heads_list(
     bundle: BundleOpt,
