@@ -134,3 +134,12 @@ def test_serve_refuses_a_missing_bundle(tmp_path: Path):
     from manyheads.cli import main
 
     assert main(["serve", "-b", str(tmp_path / "none")]) == 1
+
+
+def test_heads_lists_names_kinds_labels_and_metrics(server):
+    url, bundle = server
+    listed = {h["name"]: h for h in httpx.get(url + "/v1/heads").json()["heads"]}
+    assert set(listed) == {"section", "library", "role"}
+    assert listed["library"]["kind"] == "binary"
+    assert listed["section"]["labels"] == bundle.labels("section")
+    assert "accuracy" in listed["section"]["metrics"]

@@ -141,6 +141,23 @@ def create_app(
             return error(503, "not_ready", "the bundle is still loading")
         return {"status": "ready", "heads": list(state["bundle"].heads)}
 
+    @app.get("/v1/heads")
+    async def heads() -> Any:
+        if not state["ready"]:
+            return error(503, "not_ready", "the bundle is still loading")
+        bundle = state["bundle"]
+        return {
+            "heads": [
+                {
+                    "name": name,
+                    "kind": info.get("kind"),
+                    "labels": bundle.labels(name),
+                    "metrics": info.get("metrics", {}),
+                }
+                for name, info in bundle.head_info.items()
+            ]
+        }
+
     @app.post("/v1/predict")
     async def predict(request: Request) -> Any:
         body = await request.body()  # read whole, then judge it
