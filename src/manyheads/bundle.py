@@ -148,26 +148,37 @@ class _State:
 
     records: Mapping[str, Record] = field(default_factory=dict)
     info: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    heads: Mapping[str, AnyHead] = field(default_factory=dict)
+    heads: _LazyHeads = field(default_factory=lambda: _LazyHeads({}, {}))
     fused: FusedHeads | None = None
 
     @staticmethod
-    def build(
-        records: dict[str, Record],
-        info: dict[str, dict[str, Any]],
-        built: Mapping[str, Any] | None = None,
-    ) -> _State:
+    def build(records: dict[str, Record], info: dict[str, dict[str, Any]]) -> _State:
         records = dict(records)
         return _State(
             records=MappingProxyType(records),
             info=MappingProxyType(dict(info)),
-            heads=_LazyHeads(records, dict(built or {})),
+            heads=_LazyHeads(records, {}),
             fused=FusedHeads.from_records(records) if records else None,
         )
 
-    def built(self) -> dict[str, Any]:
-        """The heads already rebuilt as estimators (carried into the next snapshot)."""
-        return dict(self.heads._built) if isinstance(self.heads, _LazyHeads) else {}
+    def replace(
+        self,
+        records: dict[str, Record],
+        info: dict[str, dict[str, Any]],
+        built: Mapping[str, Any] = MappingProxyType({}),
+    ) -> _State:
+        """The next snapshot: heads whose record object is unchanged keep their checked
+        spec and their built estimator; ``built`` adds estimators of new heads."""
+        records = dict(records)
+        same = {n for n, r in records.items() if self.records.get(n) is r}
+        estimators = {n: h for n, h in self.heads._built.items() if n in same}
+        known = {n: self.fused.specs[n] for n in same} if self.fused is not None else None
+        return _State(
+            records=MappingProxyType(records),
+            info=MappingProxyType(dict(info)),
+            heads=_LazyHeads(records, {**estimators, **built}),
+            fused=FusedHeads.from_records(records, known) if records else None,
+        )
 
 
 _DEFAULT = "default"
@@ -643,11 +654,9 @@ class Bundle:
         with self._lock:
             records = dict(self._state.records)
             infos = dict(self._state.info)
-            built = self._state.built()
             records[name] = record
             infos[name] = info
-            built[name] = head
-            self._state = _State.build(records, infos, built)
+            self._state = self._state.replace(records, infos, {name: head})
 
     def remove_head(self, name: str) -> None:
         with self._lock:
@@ -657,7 +666,7 @@ class Bundle:
                 )
             records = {k: v for k, v in self._state.records.items() if k != name}
             infos = {k: v for k, v in self._state.info.items() if k != name}
-            self._state = _State.build(records, infos, self._state.built())
+            self._state = self._state.replace(records, infos)
 
     def export_head(self, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """One head as (JSON record, tensors) — the form the bundle stores it in."""

@@ -24,9 +24,9 @@ heads' fused matrix is applied to the joined vector.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,13 +235,14 @@ def compose_heads(model: Any, fused: FusedHeads | None) -> Any:
     return model
 
 
-def _save_model(onnx: Any, model: Any, path: Path) -> None:
+def _serialize(model: Any) -> bytes:
+    """The graph as the bytes of one ONNX file (refused above protobuf's 2 GB limit)."""
     if model.ByteSize() > _MAX_PROTO:
         raise BundleError(
             "the exported graph is larger than 2 GB, which one ONNX file cannot hold; "
             "manyheads exports models below that size"
         )
-    atomic_write_bytes(path, model.SerializeToString())
+    return bytes(model.SerializeToString())
 
 
 def _quantize(source: Path, target: Path, exclude: list[str]) -> None:
@@ -267,17 +268,16 @@ def _quantize(source: Path, target: Path, exclude: list[str]) -> None:
 
 def rewrite_heads(folder: Path, trunk: OnnxTrunk, fused: FusedHeads | None) -> str:
     """Write ``trunk``'s graph with ``fused`` as its heads into ``folder``; returns the new
-    graph's file name (content-addressed: the old file is left for the caller to drop)."""
+    graph's SHA-256. Its file, ``graph_file_name(sha)``, is named by its content; the old
+    file is left for the caller to drop."""
     onnx = require("onnx", "onnx")
     model = onnx.load(str(trunk.folder / trunk.file))
     compose_heads(model, fused)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".graph-") as tmp:
-        tmp_path = Path(tmp) / "model.onnx"
-        _save_model(onnx, model, tmp_path)
-        sha = file_sha256(tmp_path)
-        target = folder / graph_file_name(sha)
-        if not target.exists():
-            os.replace(tmp_path, target)
+    blob = _serialize(model)
+    sha = hashlib.sha256(blob).hexdigest()
+    target = folder / graph_file_name(sha)
+    if not target.exists():
+        atomic_write_bytes(target, blob)
     return sha
 
 
@@ -326,7 +326,7 @@ def export_bundle(
         _add_pooling(onnx, model.graph, source.dim)
         compose_heads(model, None if composite else bundle._state.fused)
         full = work / "full.onnx"
-        _save_model(onnx, model, full)
+        atomic_write_bytes(full, _serialize(model))
         encoder.unlink()
         graph = work / "graph.onnx"
         if int8:

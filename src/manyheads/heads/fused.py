@@ -199,12 +199,20 @@ class FusedHeads:
 
     @classmethod
     def from_records(
-        cls, records: Mapping[str, tuple[Mapping[str, Any], Mapping[str, np.ndarray]]]
+        cls,
+        records: Mapping[str, tuple[Mapping[str, Any], Mapping[str, np.ndarray]]],
+        known: Mapping[str, HeadSpec] | None = None,
     ) -> FusedHeads:
-        """From ``{name: (record, tensors)}`` as a bundle stores them (checks every shape)."""
+        """From ``{name: (record, tensors)}`` as a bundle stores them (checks every shape).
+
+        ``known``: specs already built from the same records (reused, not rebuilt).
+        """
         self = cls.__new__(cls)
         specs = {}
         for name, (record, tensors) in records.items():
+            if known is not None and name in known:
+                specs[name] = known[name]
+                continue
             try:
                 specs[name] = spec_from_record(record, tensors)
             except DataError as exc:

@@ -190,7 +190,11 @@ class OnnxTrunk:
         ort = require("onnxruntime", "onnx")
         tokenizers = require("tokenizers", "onnx")
         path = self.folder / self.file
-        if self.sha256 is not None and file_sha256(path) != self.sha256:
+        try:
+            blob = path.read_bytes()  # read once: checked here, then handed to onnxruntime
+        except OSError as exc:
+            raise ManyheadsError(f"cannot read the ONNX graph {path}: {exc}") from exc
+        if self.sha256 is not None and hashlib.sha256(blob).hexdigest() != self.sha256:
             raise FingerprintMismatchError(
                 f"{path} is not the graph this bundle was saved with (its SHA-256 differs); "
                 "export the bundle again"
@@ -204,7 +208,7 @@ class OnnxTrunk:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         try:
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
         meta = session.get_modelmeta().custom_metadata_map
