@@ -130,10 +130,11 @@ def test_health_and_ready(server):
     assert ready["status"] == "ready" and set(ready["heads"]) == {"section", "library", "role"}
 
 
-def test_serve_refuses_a_missing_bundle(tmp_path: Path):
+def test_serve_refuses_a_missing_bundle(tmp_path: Path, capsys):
     from manyheads.cli import main
 
     assert main(["serve", "-b", str(tmp_path / "none")]) == 1
+    assert "no bundle at" in capsys.readouterr().err
 
 
 def test_heads_lists_names_kinds_labels_and_metrics(server):
