@@ -15,6 +15,7 @@ leaves a folder that still loads, as the new bundle.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import gzip
 import hashlib
@@ -188,6 +189,26 @@ Features: TypeAlias = "np.ndarray | sp.csr_matrix"
 HEAD_TYPES = ("linear", "mlp", "auto")
 
 
+def split_text(text: str, max_chars: int) -> list[str]:
+    """``text`` in pieces of at most ``max_chars`` characters, cut at the last whitespace
+    of a piece's second half where there is one (never an empty piece)."""
+    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+        raise ConfigError(f"max_chars must be a positive integer, got {max_chars!r}")
+    if len(text) <= max_chars:
+        return [text]
+    pieces = []
+    start = 0
+    while len(text) - start > max_chars:
+        end = start + max_chars
+        cut = max(text.rfind(" ", start + max_chars // 2, end), text.rfind("\n", start, end))
+        if cut <= start + max_chars // 2:
+            cut = end
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
 def _dense(X: Any) -> np.ndarray:
     return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
 
@@ -252,6 +273,22 @@ class Bundle:
         self._state = _State()
         self._lock = threading.RLock()
         self.path: Path | None = None
+        self.generation: str | None = None  # of the bundle.json last loaded or saved
+
+    def copy(self) -> Bundle:
+        """A bundle sharing this one's trunk, cache and heads, whose head set and kept
+        data change independently (a service changes a copy, saves it, then swaps)."""
+        other = copy.copy(self)
+        other._data = dict(self._data)
+        other._trunk_ref = dict(self._trunk_ref)
+        other._trunk_state = dict(self._trunk_state)
+        other._lock = threading.RLock()
+        return other
+
+    @property
+    def trunk_reference(self) -> dict[str, Any]:
+        """The trunk as ``bundle.json`` names it: name, fingerprint, dim, spec."""
+        return json.loads(json.dumps(self._trunk_ref))
 
     # -- trunk and cache ---------------------------------------------------
 
@@ -702,12 +739,18 @@ class Bundle:
         heads: Sequence[str] | str | None = None,
         *,
         use_cache: bool = False,
+        max_chars: int | None = None,
     ) -> list[dict[str, Any]]:
         """Answers of every head (or of ``heads``) for each text, from one trunk pass.
 
         Multiclass / binary heads answer ``{"label", "score", "scores"}``;
         multilabel heads answer ``{"labels", "scores"}`` (labels whose
         probability reaches the head's tuned threshold).
+
+        ``max_chars``: a text longer than this is read as pieces of at most
+        ``max_chars`` characters (cut at whitespace where there is some), all
+        in the same trunk pass; its probabilities are the pieces' mean,
+        weighted by length.
         """
         state = self._state  # one snapshot for the whole call
         names = self.resolve_heads(heads)
@@ -715,7 +758,22 @@ class Bundle:
         if not texts:
             return []
         assert state.fused is not None
-        return state.fused.answers(self._probabilities(state, texts, names, use_cache), names)
+        if max_chars is None or all(len(t) <= max_chars for t in texts):
+            return state.fused.answers(self._probabilities(state, texts, names, use_cache), names)
+        pieces: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            parts = split_text(text, max_chars)
+            pieces.extend(parts)
+            owner.extend([i] * len(parts))
+        weight = np.array([len(p) for p in pieces], dtype=np.float64)
+        weight /= np.bincount(owner, weights=weight, minlength=len(texts))[owner]
+        probs = {}
+        for name, p in self._probabilities(state, pieces, names, use_cache).items():
+            mean = np.zeros((len(texts), p.shape[1]), dtype=np.float64)
+            np.add.at(mean, owner, p * weight[:, None])
+            probs[name] = mean.astype(np.float32)
+        return state.fused.answers(probs, names)
 
     def predict_proba(
         self, texts: Sequence[str], heads: Sequence[str] | str | None = None
@@ -736,11 +794,11 @@ class Bundle:
         """
         assert state.fused is not None
         trunk = self.trunk
-        graph = getattr(trunk, "graph_heads", None) if not use_cache else None
-        if graph is None:
+        if use_cache or not hasattr(trunk, "graph_heads"):
             return state.fused.probabilities(self.embed(texts, use_cache=use_cache), names)
-        inside = [n for n in names if graph.get(n) == state.fused.specs[n].digest]
-        out = trunk.run(texts, inside)  # type: ignore[attr-defined]
+        graph = trunk.graph()  # type: ignore[attr-defined]  # one snapshot for this call
+        inside = [n for n in names if graph.heads.get(n) == state.fused.specs[n].digest]
+        out = trunk.run(texts, inside, graph=graph)  # type: ignore[attr-defined]
         probs = {n: out[n] for n in inside}
         rest = [n for n in names if n not in probs]
         if rest:
@@ -829,6 +887,7 @@ class Bundle:
             atomic_write_text(folder / BUNDLE_JSON, text)
             self._drop_old_trunks(folder, text)
         self.path = folder
+        self.generation = generation
         return folder
 
     def _onnx_trunk(self) -> Any:
@@ -861,8 +920,7 @@ class Bundle:
         wanted = {} if fused is None else {n: s.digest for n, s in fused.specs.items()}
         if graph.graph_heads != wanted:
             sha = export.rewrite_heads(folder, graph, fused)
-            graph.file, graph.sha256 = export.graph_file_name(sha), sha
-            graph._session = None
+            graph.reload(export.graph_file_name(sha), sha)
             self._trunk_ref = self._reference(self.trunk)
 
     def finetune(
@@ -1144,6 +1202,7 @@ class Bundle:
                 doc = json.loads(st_meta["bundle_json"])
         bundle = cls._from_doc(doc, tensors, folder, cache=cache, trunk=trunk)
         bundle.path = folder
+        bundle.generation = doc.get("generation")
         return bundle
 
     @classmethod
@@ -1180,6 +1239,7 @@ class Bundle:
         bundle._state = _State()
         bundle._lock = threading.RLock()
         bundle.path = folder
+        bundle.generation = None
         if trunk is not None:
             if trunk.fingerprint != ref["fingerprint"]:
                 raise FingerprintMismatchError(

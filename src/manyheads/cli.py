@@ -321,21 +321,66 @@ def serve(
     bundle: BundleOpt,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--api-key-file",
+            help="File of API keys, one per line. Write endpoints always need a key; "
+            "with this file, reads too (not /healthz, /readyz, the page at /).",
+        ),
+    ] = None,
     max_batch: Annotated[
         int, typer.Option("--max-batch", help="Most texts merged into one trunk pass.")
     ] = 64,
     max_wait_ms: Annotated[
         float, typer.Option("--max-wait-ms", help="Longest wait for more texts to merge.")
     ] = 5.0,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Reload the bundle when its folder changes on disk.")
+    ] = False,
+    max_texts: Annotated[
+        int, typer.Option("--max-texts", help="Most texts in one predict request.")
+    ] = 1000,
+    max_chars: Annotated[
+        int, typer.Option("--max-chars", help="Most characters in one text.")
+    ] = 100_000,
+    long_texts: Annotated[
+        str,
+        typer.Option(
+            "--long-texts",
+            help="Texts over --max-chars: 'refuse' (413) or 'window' (read in pieces of "
+            "--max-chars, probabilities averaged).",
+        ),
+    ] = "refuse",
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", help="Largest request body, in MB.")
+    ] = 16.0,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
-    """Serve every head of the bundle over HTTP (POST /v1/predict, /healthz, /readyz)."""
+    """Serve every head of the bundle over HTTP: POST /v1/predict, head updates
+    (PUT/DELETE /v1/heads/NAME, POST /v1/heads/NAME/train), /metrics, a playground at /."""
     from .errors import require
-    from .serve import create_app
+    from .serve import ServeConfig, create_app, load_api_keys
 
     uvicorn = require("uvicorn", "serve")
     if not (bundle / "bundle.json").is_file():
         raise ManyheadsError(f"no bundle at {bundle} (missing bundle.json)")
-    app_ = create_app(bundle, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    if not max_body_mb > 0:
+        raise ManyheadsError(f"--max-body-mb must be > 0, got {max_body_mb}")
+    config = ServeConfig(
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        max_texts=max_texts,
+        max_chars=max_chars,
+        long_texts=long_texts,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        api_keys=tuple(load_api_keys(api_key_file)) if api_key_file is not None else (),
+        watch=watch,
+    )
+    cache = workflows._cache_arg(cache_dir, no_cache)
+    app_ = create_app(bundle, config, cache=cache)
+    typer.echo(f"manyheads: serving {bundle} on http://{host}:{port}", err=True)
     uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
-from .app import MicroBatcher, create_app
+from .app import MicroBatcher, ServeConfig, create_app
+from .auth import load_api_keys
+from .payload import head_from_json, head_to_json
 
-__all__ = ["MicroBatcher", "create_app"]
+__all__ = [
+    "MicroBatcher",
+    "ServeConfig",
+    "create_app",
+    "head_from_json",
+    "head_to_json",
+    "load_api_keys",
+]

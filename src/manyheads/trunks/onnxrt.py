@@ -19,8 +19,10 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -75,6 +77,16 @@ def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> li
         batches.append(order[start:stop])
         start = stop
     return batches
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """One opened graph: what a call needs, swapped whole on reload."""
+
+    session: Any
+    tokenizer: Any
+    heads: Mapping[str, str]  # {head: digest} inside the graph
+    widths: Mapping[str, int]  # output name -> width (0: dynamic)
 
 
 class OnnxTrunk:
@@ -139,12 +151,8 @@ class OnnxTrunk:
         for rel in (file, tokenizer):
             if not (self.folder / rel).is_file():
                 raise ManyheadsError(f"the exported trunk lacks {self.folder / rel}")
-        self._session: Any = None
-        self._tokenizer: Any = None
+        self._graph: _Graph | None = None
         self._lock = threading.Lock()
-        self._outputs: list[str] = []
-        self._widths: dict[str, int] = {}
-        self._graph_heads: dict[str, str] = {}
 
     # -- protocol ----------------------------------------------------------
 
@@ -179,14 +187,31 @@ class OnnxTrunk:
 
     # -- session -----------------------------------------------------------
 
-    def _ensure(self) -> Any:
-        if self._session is None:
+    def graph(self) -> _Graph:
+        """The open graph (opened on first use): session, tokenizer and the heads inside,
+        one immutable object, so a caller holding it never sees half of a reload."""
+        graph = self._graph
+        if graph is None:
             with self._lock:
-                if self._session is None:
-                    self._open()
-        return self._session
+                if self._graph is None:
+                    self._graph = self._open()
+                graph = self._graph
+        return graph
 
-    def _open(self) -> None:
+    def reload(self, file: str, sha256: str) -> None:
+        """Switch to another graph file of this folder (opened now, swapped in one step;
+        calls already running finish on the graph they started with)."""
+        old = (self.file, self.sha256)
+        self.file, self.sha256 = file, sha256
+        try:
+            graph = self._open()
+        except Exception:
+            self.file, self.sha256 = old
+            raise
+        with self._lock:
+            self._graph = graph
+
+    def _open(self) -> _Graph:
         ort = require("onnxruntime", "onnx")
         tokenizers = require("tokenizers", "onnx")
         path = self.folder / self.file
@@ -212,39 +237,49 @@ class OnnxTrunk:
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
         meta = session.get_modelmeta().custom_metadata_map
-        self._graph_heads = json.loads(meta.get(META_HEADS, "{}"))
-        self._outputs = [o.name for o in session.get_outputs()]
-        self._widths = {
-            o.name: o.shape[1] if isinstance(o.shape[1], int) else 0 for o in session.get_outputs()
-        }
-        self._tokenizer = tok
-        self._session = session
+        return _Graph(
+            session=session,
+            tokenizer=tok,
+            heads=MappingProxyType(json.loads(meta.get(META_HEADS, "{}"))),
+            widths=MappingProxyType(
+                {
+                    o.name: o.shape[1] if isinstance(o.shape[1], int) else 0
+                    for o in session.get_outputs()
+                }
+            ),
+        )
 
     @property
     def graph_heads(self) -> dict[str, str]:
         """``{head: digest}`` of the heads inside the graph."""
-        self._ensure()
-        return dict(self._graph_heads)
+        return dict(self.graph().heads)
 
     # -- running -----------------------------------------------------------
 
     def run(
-        self, texts: Sequence[str], heads: Sequence[str] = (), *, progress: bool = False
+        self,
+        texts: Sequence[str],
+        heads: Sequence[str] = (),
+        *,
+        graph: _Graph | None = None,
+        progress: bool = False,
     ) -> dict[str, np.ndarray]:
         """Run the graph on ``texts``: ``{"embedding": ..., head: probabilities, ...}`` for
-        the requested heads inside the graph (rows in the order of ``texts``)."""
+        the requested heads inside the graph (rows in the order of ``texts``). ``graph``:
+        the snapshot to run (default: the current one)."""
         texts = check_texts(texts)
-        session = self._ensure()
+        graph = graph or self.graph()
+        session, widths = graph.session, graph.widths
         names = [EMBEDDING] + [HEAD_PREFIX + h for h in heads]
-        missing = [n for n in names if n not in self._outputs]
+        missing = [n for n in names if n not in widths]
         if missing:
             raise ManyheadsError(f"the ONNX graph has no output {missing[0]!r}")
         if not texts:
             return {
-                n.removeprefix(HEAD_PREFIX): np.zeros((0, self._widths[n] or self._dim), np.float32)
+                n.removeprefix(HEAD_PREFIX): np.zeros((0, widths[n] or self._dim), np.float32)
                 for n in names
             }
-        windows, owners, weights = token_windows(self._tokenizer, texts, self.max_length)
+        windows, owners, weights = token_windows(graph.tokenizer, texts, self.max_length)
         lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
         # one "row" per text: its windows travel together (averaged in the graph)
         n_windows = np.bincount(owners, minlength=len(texts))
@@ -252,7 +287,7 @@ class OnnxTrunk:
         np.maximum.at(text_len, owners, lengths)
         first = np.concatenate([[0], np.cumsum(n_windows)[:-1]])
         out = {
-            n: np.empty((len(texts), self._widths[n] or self._dim), dtype=np.float32) for n in names
+            n: np.empty((len(texts), widths[n] or self._dim), dtype=np.float32) for n in names
         }
         batches = length_batches(
             text_len * n_windows, max_tokens=self.batch_tokens, max_rows=self.max_batch

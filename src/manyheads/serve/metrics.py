@@ -1,0 +1,98 @@
+"""Prometheus metrics of the service (one registry per app)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import require
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+NO_LABEL = "(none)"  # a multilabel answer with no label
+
+
+class ServiceMetrics:
+    """Request counts and latencies, trunk-pass sizes, queue depth, head updates and
+    per-head predicted-label counters (a shift in a head's answers shows there)."""
+
+    def __init__(self, queue_depth: Callable[[], float], n_heads: Callable[[], float]) -> None:
+        prom = require("prometheus_client", "serve")
+        self._prom = prom
+        self.registry = prom.CollectorRegistry()
+        r = self.registry
+        self.requests = prom.Counter(
+            "manyheads_requests",
+            "HTTP requests answered",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.latency = prom.Histogram(
+            "manyheads_request_seconds",
+            "Time to answer an HTTP request",
+            ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_texts = prom.Histogram(
+            "manyheads_batch_texts",
+            "Texts per trunk pass (after micro-batching)",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.batch_requests = prom.Histogram(
+            "manyheads_batch_requests",
+            "Requests merged into one trunk pass",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.batch_seconds = prom.Histogram(
+            "manyheads_batch_seconds",
+            "Time of one trunk pass with every head",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.texts = prom.Counter("manyheads_texts", "Texts classified", registry=r)
+        self.labels = prom.Counter(
+            "manyheads_predicted_labels",
+            "Answers per head and label",
+            ["head", "label"],
+            registry=r,
+        )
+        self.updates = prom.Counter(
+            "manyheads_head_updates", "Head changes applied", ["action"], registry=r
+        )
+        self.reloads = prom.Counter(
+            "manyheads_bundle_reloads", "Bundle reloads after a change on disk", registry=r
+        )
+        depth = prom.Gauge("manyheads_queue_depth", "Requests waiting for a trunk pass", registry=r)
+        depth.set_function(queue_depth)
+        heads = prom.Gauge("manyheads_heads", "Heads being served", registry=r)
+        heads.set_function(n_heads)
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def observe_batch(self, n_requests: int, answers: list[dict[str, Any]], seconds: float) -> None:
+        """Called from the worker thread after each trunk pass."""
+        self.batch_texts.observe(len(answers))
+        self.batch_requests.observe(n_requests)
+        self.batch_seconds.observe(seconds)
+        self.texts.inc(len(answers))
+        counts: Counter[tuple[str, str]] = Counter()
+        for answer in answers:
+            for head, out in answer.items():
+                if "label" in out:
+                    counts[head, str(out["label"])] += 1
+                elif out.get("labels"):
+                    for label in out["labels"]:
+                        counts[head, str(label)] += 1
+                else:
+                    counts[head, NO_LABEL] += 1
+        for (head, label), n in counts.items():
+            self.labels.labels(head, label).inc(n)
+
+    def render(self) -> tuple[bytes, str]:
+        return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
