@@ -4,7 +4,7 @@
 # to an int8 ONNX bundle and evaluate and predict with that.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+MANYHEADS_NO_BROWSER=1 bash scripts/setup.sh  # the main job needs no browser
 MH=.venv/bin/manyheads
 BUNDLE="${BUNDLE:-out/debian}"
 echo "== train (trunk: minilm+tfidf; first run encodes 5,000 texts, a few minutes on 2 cores)"

@@ -27,3 +27,9 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
   echo "$WANT" > "$STAMP"
 fi
+# The playground's browser test drives Debian's headless chromium (installed when we can).
+if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ] && [ -z "${MANYHEADS_NO_BROWSER:-}" ]; then
+  echo "setup: installing chromium and chromium-driver (for the playground test)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi

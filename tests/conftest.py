@@ -5,7 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-from collections.abc import Sequence
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +254,63 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
     return path
+
+
+@dataclass
+class Server:
+    """A real ``manyheads serve`` process."""
+
+    url: str
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+    def output(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Server]]:
+    """``start_server(bundle_folder, *cli_options)``: a uvicorn server in a subprocess,
+    ready; stopped at the end of the session."""
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    started: list[tuple[subprocess.Popen[bytes], Any]] = []
+
+    def start(folder: Path, *options: str) -> Server:
+        port = free_port()
+        work = tmp_path_factory.mktemp("server")
+        log = work / "server.log"
+        fh = open(log, "wb")  # noqa: SIM115 (closed at the end of the session)
+        cmd = [sys.executable, "-m", "manyheads.cli", "serve", "-b", str(folder)]
+        cmd += ["--port", str(port), "--cache-dir", str(work / "cache"), *options]
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        started.append((proc, fh))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    return Server(url, log, proc)
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited: {log.read_text()}")
+            time.sleep(0.2)
+        proc.kill()
+        pytest.fail(f"the server did not become ready: {log.read_text()}")
+
+    yield start
+    for proc, fh in started:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        fh.close()

@@ -189,6 +189,29 @@ Features: TypeAlias = "np.ndarray | sp.csr_matrix"
 HEAD_TYPES = ("linear", "mlp", "auto")
 
 
+_SCALAR = (str, int, float, bool, np.integer, np.floating, np.bool_)
+
+
+def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
+    """Multiclass / binary labels are single values; multilabel labels are lists of them."""
+    for i, label in enumerate(labels):
+        if kind == "multilabel":
+            ok = isinstance(label, (list, tuple, set, frozenset, str)) and (
+                isinstance(label, str) or all(isinstance(v, _SCALAR) for v in label)
+            )
+            if not ok:
+                raise DataError(
+                    f"head {name!r}: label #{i} is {label!r}; a multilabel head takes a list "
+                    "of labels per text"
+                )
+        elif not isinstance(label, _SCALAR) or label is None:
+            raise DataError(
+                f"head {name!r}: label #{i} is {label!r}; a {kind} head takes one label "
+                "(a string or number) per text"
+                + ("; use kind 'multilabel' for lists" if isinstance(label, list) else "")
+            )
+
+
 def split_text(text: str, max_chars: int) -> list[str]:
     """``text`` in pieces of at most ``max_chars`` characters, cut at the last whitespace
     of a piece's second half where there is one (never an empty piece)."""
@@ -510,6 +533,7 @@ class Bundle:
         for i, t in enumerate(texts):
             if not t.strip():
                 raise DataError(f"head {name!r}: text #{i} is empty")
+        check_labels(name, kind, labels)
         if self.trunk_needs_fit:
             self.fit_trunk(texts)
         t0 = time.perf_counter()

@@ -322,8 +322,7 @@ async def _read_body(request: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _json_body(request: Any, limit: int) -> Any:
-    body = await _read_body(request, limit)
+def _parse_json(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
@@ -444,6 +443,7 @@ def create_app(
     elif options:
         raise ConfigError("give either config or keyword options, not both")
     service = Service(Path(bundle_path), config, cache)
+    window = config.long_texts == "window"
     models = _models()
 
     @asynccontextmanager
@@ -584,9 +584,10 @@ def create_app(
         openapi_extra=body_schema("HeadPayload"),
     )
     async def put_head(name: str, request: Request) -> Any:
+        body = await _read_body(request, config.max_body_bytes)  # whole, before any answer
         need_key(request, write=True)
         need_ready()
-        doc = await _json_body(request, config.max_body_bytes)
+        doc = _parse_json(body)
         try:
             check_head_name(name)
             record, tensors = head_from_json(doc)
@@ -602,6 +603,7 @@ def create_app(
         responses=errors,
     )
     async def delete_head(name: str, request: Request) -> Any:
+        await _read_body(request, config.max_body_bytes)
         need_key(request, write=True)
         need_ready()
         await service.change("delete", lambda b: b.remove_head(name))
@@ -615,13 +617,14 @@ def create_app(
         openapi_extra=body_schema("TrainRequest"),
     )
     async def train_head(name: str, request: Request) -> Any:
+        body = await _read_body(request, config.max_body_bytes)
         need_key(request, write=True)
         need_ready()
-        doc = await _json_body(request, config.max_body_bytes)
+        doc = _parse_json(body)
         if not isinstance(doc, dict):
             raise HTTPError(422, "bad_request", "the body must be a JSON object with 'texts'")
         texts = _string_list(doc.get("texts"), "texts", "bad_texts")
-        _check_lengths(texts, config.max_train_texts, config.max_chars)
+        _check_lengths(texts, config.max_train_texts, None if window else config.max_chars)
         labels = doc.get("labels")
         if not isinstance(labels, list) or len(labels) != len(texts):
             raise HTTPError(422, "bad_labels", "'labels' must be a list, one label per text")
@@ -654,8 +657,6 @@ def create_app(
             "replaced": replaced,
         }
 
-    window = config.long_texts == "window"
-
     @app.post(
         "/v1/predict",
         summary="Every head's answer (or a subset's) for each text, from one trunk pass",
@@ -664,8 +665,9 @@ def create_app(
         openapi_extra=body_schema("PredictRequest"),
     )
     async def predict(request: Request) -> Any:
+        body = await _read_body(request, config.max_body_bytes)  # read whole, then judge it
         need_key(request, write=False)
-        doc = await _json_body(request, config.max_body_bytes)  # read whole, then judge it
+        doc = _parse_json(body)
         if not isinstance(doc, dict):
             raise HTTPError(422, "bad_request", "the body must be a JSON object with 'texts'")
         texts = _string_list(doc.get("texts"), "texts", "bad_texts")
