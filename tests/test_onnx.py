@@ -131,6 +131,53 @@ def test_adding_and_removing_heads_rewrites_the_graph(trained, tmp_path, debian_
         np.testing.assert_allclose(got[name], want[name], atol=1e-4)
 
 
+def test_graph_rewrites_while_predicting_never_break_a_call(trained, tmp_path, debian_rows):
+    """A service changes a copy, saves it (the graph is rewritten and reloaded) and swaps;
+    calls running meanwhile finish on the graph they started with."""
+    import shutil
+    import threading
+
+    source, root = trained
+    folder = tmp_path / "live"
+    shutil.copytree(root / "exported", folder)
+    live = [Bundle.load(folder, cache=None)]
+    probe = [r["text"] for r in debian_rows[600:616]] + [LONG]
+    want = source.predict_proba(probe, heads=["section", "role"])
+    rows = debian_rows[300:420]
+    texts = [r["text"] for r in rows]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                got = live[0].predict_proba(probe)  # every head of that snapshot
+                for name in want:
+                    np.testing.assert_allclose(got[name], want[name], atol=1e-4)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(3):
+            new = live[0].copy()
+            new.fit_head(f"extra{i}", texts, [r["section"] for r in rows])
+            if i:
+                new.remove_head(f"extra{i - 1}")
+            new.save(folder)
+            live[0] = new
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]
+    assert set(live[0].trunk.graph_heads) == set(live[0].heads)
+    assert len(list(folder.glob("model-*.onnx"))) == 1
+
+
 def test_composite_trunk_exports_transformer_part_and_keeps_heads_fused(
     tmp_path, tiny_model_dir, debian_rows, debian_test_rows
 ):
