@@ -95,3 +95,40 @@ def write_json(path: str | None, results: dict[str, Any]) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=2)
+
+
+def speed_bundle(
+    trunk: str, train: list[dict[str, Any]], heads: dict[str, str], cache: Any
+) -> Path:
+    """The bench bundle for ``trunk`` trained on ``train`` (``{head: kind}``, the
+    ``manyheads train`` defaults: C=auto, accuracy thresholds), built once in CACHE_DIR."""
+    from manyheads import Bundle
+
+    folder = CACHE_DIR / f"speed-{trunk.replace('+', '-')}-{len(train)}"
+    if (folder / "bundle.json").exists():
+        return folder
+    bundle = Bundle(trunk=trunk, cache=cache)
+    texts = [r["text"] for r in train]
+    for name, kind in heads.items():
+        bundle.fit_head(
+            name,
+            texts,
+            [r[name] for r in train],
+            kind=kind,
+            groups=[r["group"] for r in train],
+            C="auto",
+            thresholds="accuracy",
+        )
+    bundle.save(folder)
+    return folder
+
+
+def exported_bundle(folder: Path, quantization: str) -> Path:
+    """``folder`` exported to ONNX (``"fp32"`` or ``"int8"``), built once beside it."""
+    from manyheads import Bundle
+    from manyheads.export import export_bundle
+
+    out = folder.with_name(f"{folder.name}-onnx-{quantization}")
+    if not (out / "bundle.json").exists():
+        export_bundle(Bundle.load(folder, cache=None), out, int8=quantization == "int8")
+    return out

@@ -151,10 +151,17 @@ def main() -> None:
         return
 
     import numpy as np
-    from _common import CACHE_DIR, debian_rows, grouped_split, machine, write_json
+    from _common import (
+        CACHE_DIR,
+        debian_rows,
+        exported_bundle,
+        grouped_split,
+        machine,
+        speed_bundle,
+        write_json,
+    )
 
-    from manyheads import Bundle, EmbeddingCache
-    from manyheads.export import export_bundle
+    from manyheads import EmbeddingCache
 
     print(f"machine: {machine()}")
     rows, source = debian_rows(args.rows)
@@ -178,32 +185,12 @@ def main() -> None:
     rows_out = [("sentence-transformers fp32 (embeddings only)", st, None)]
     for trunk in args.trunks.split(","):
         heads = HEADS if "+" not in trunk else {h: HEADS[h] for h in COMPOSITE_HEADS}
-        folder = CACHE_DIR / f"speed-{trunk.replace('+', '-')}-{len(train)}"
-        if (folder / "bundle.json").exists():
-            src = Bundle.load(folder, cache=cache)
-        else:
-            src = Bundle(trunk=trunk, cache=cache)
-            tr_texts = [r["text"] for r in train]
-            for name, kind in heads.items():
-                src.fit_head(
-                    name,
-                    tr_texts,
-                    [r[name] for r in train],
-                    kind=kind,
-                    groups=[r["group"] for r in train],
-                    C="auto",
-                    thresholds="accuracy",
-                )
-            src.save(folder)
+        t = time.perf_counter()
+        folder = speed_bundle(trunk, train, heads, cache)
+        exported = {q: exported_bundle(folder, q) for q in ("fp32", "int8")}
         entry: dict[str, Any] = {"heads": list(heads), "variants": {}}
-        exported = {}
-        for q in ("fp32", "int8"):
-            out = CACHE_DIR / f"{folder.name}-onnx-{q}"
-            if not (out / "bundle.json").exists():
-                t = time.perf_counter()
-                export_bundle(src, out, int8=q == "int8")
-                entry[f"export_{q}_s"] = time.perf_counter() - t
-            exported[q] = out
+        entry["build_s"] = time.perf_counter() - t
+        for q, out in exported.items():
             entry[f"size_{q}_mb"] = sum(f.stat().st_size for f in out.rglob("*")) / 1e6
         base = run_worker("torch", folder, texts_file)
         base["cold_start_s"] = cold_only(folder, "torch", texts_file)

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from manyheads.serve import create_app  # noqa: E402
+from manyheads.serve import create_app
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "openapi.json"
 

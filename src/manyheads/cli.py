@@ -333,8 +333,12 @@ def serve(
         int, typer.Option("--max-batch", help="Most texts merged into one trunk pass.")
     ] = 64,
     max_wait_ms: Annotated[
-        float, typer.Option("--max-wait-ms", help="Longest wait for more texts to merge.")
-    ] = 5.0,
+        float,
+        typer.Option(
+            "--max-wait-ms",
+            help="Longest wait for more requests to merge (only under concurrent load).",
+        ),
+    ] = 10.0,
     watch: Annotated[
         bool, typer.Option("--watch", help="Reload the bundle when its folder changes on disk.")
     ] = False,

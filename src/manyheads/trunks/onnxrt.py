@@ -286,9 +286,7 @@ class OnnxTrunk:
         text_len = np.zeros(len(texts), dtype=np.int64)
         np.maximum.at(text_len, owners, lengths)
         first = np.concatenate([[0], np.cumsum(n_windows)[:-1]])
-        out = {
-            n: np.empty((len(texts), widths[n] or self._dim), dtype=np.float32) for n in names
-        }
+        out = {n: np.empty((len(texts), widths[n] or self._dim), dtype=np.float32) for n in names}
         batches = length_batches(
             text_len * n_windows, max_tokens=self.batch_tokens, max_rows=self.max_batch
         )
