@@ -13,7 +13,11 @@ trunk_speed.py), with the `minilm` bundle of 5 heads exported to int8 ONNX
    sorts all of them by length). Each level's server run and the baseline run
    alternate, --rounds times, while the other side sits idle; the ratio is the
    median server texts/s over the median in-process texts/s (this machine's
-   speed drifts by up to 20% over minutes, so both are measured side by side);
+   speed drifts by up to 20% over minutes, so both are measured side by side).
+   A second baseline calls `Bundle.predict` on chunks of as many texts as the
+   level has in flight (at most --max-batch): what the server's passes can at
+   best achieve, so the two ratios split the service's cost into batching
+   (smaller, mixed-length passes) and HTTP;
 3. with --soak N: N requests at concurrency 32 against a server with API keys,
    ~10% of them malformed (every kind: bad JSON, bad UTF-8, wrong types, empty
    list, too many texts, text too long, body too large, unknown head, missing
@@ -386,15 +390,23 @@ def main() -> None:
             for c in levels:
                 n = max(args.requests, 2 * c)
                 sent = [texts[i % len(texts)] for i in range(n * args.per_request)]
-                runs, local_rates = [], []
+                runs, local_rates, chunk_rates = [], [], []
+                step = min(c * args.per_request, args.max_batch)
                 for _ in range(args.rounds):
                     local_rates.append(inprocess_rate(local, sent))
+                    t = time.perf_counter()
+                    for i in range(0, len(sent), step):
+                        local.predict(sent[i : i + step])
+                    chunk_rates.append(len(sent) / (time.perf_counter() - t))
                     runs.append(asyncio.run(load_level(server.url, texts, c, n, args.per_request)))
                 r = dict(sorted(runs, key=lambda x: x["texts_per_s"])[len(runs) // 2])
                 r["texts_per_s_rounds"] = [x["texts_per_s"] for x in runs]
                 r["failures"] = sum(x["failures"] for x in runs)
                 r["inprocess_texts_per_s"] = float(np.median(local_rates))
                 r["inprocess_rounds"] = local_rates
+                r["inprocess_same_batch_texts_per_s"] = float(np.median(chunk_rates))
+                r["inprocess_same_batch"] = step
+                r["ratio_to_same_batch"] = r["texts_per_s"] / r["inprocess_same_batch_texts_per_s"]
                 r["ratio_to_inprocess"] = r["texts_per_s"] / r["inprocess_texts_per_s"]
                 out.append(r)
                 print(f"  concurrency {c}: done", flush=True)
@@ -403,14 +415,17 @@ def main() -> None:
             server.stop()
         print(
             f"\n{'concurrency':>11s} {'req/s':>8s} {'texts/s':>8s} {'p50 ms':>8s} {'p95 ms':>8s} "
-            f"{'p99 ms':>8s} {'texts/pass':>10s} {'in-process':>10s} {'ratio':>6s} {'failed':>6s}"
+            f"{'p99 ms':>8s} {'texts/pass':>10s} {'in-process':>10s} {'ratio':>6s} "
+            f"{'in-proc same batch':>18s} {'ratio':>6s} {'failed':>6s}"
         )
         for r in out:
             print(
                 f"{r['concurrency']:11d} {r['requests_per_s']:8.1f} {r['texts_per_s']:8.1f} "
                 f"{r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['p99_ms']:8.1f} "
                 f"{r['mean_texts_per_pass']:10.1f} {r['inprocess_texts_per_s']:10.1f} "
-                f"{r['ratio_to_inprocess']:5.2f}x {r['failures']:6d}"
+                f"{r['ratio_to_inprocess']:5.2f}x "
+                f"{r['inprocess_same_batch_texts_per_s']:11.1f} ({r['inprocess_same_batch']:3d}) "
+                f"{r['ratio_to_same_batch']:5.2f}x {r['failures']:6d}"
             )
         del local
 

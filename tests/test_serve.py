@@ -547,3 +547,64 @@ def _metric(text: str, name: str) -> float:
         if line.startswith(name + " ") or (("{" in name) and line.startswith(name)):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"no sample {name}")
+
+
+# -- the micro-batcher, in process --------------------------------------------
+
+
+def test_micro_batcher_merges_concurrent_calls_and_keeps_rows_in_order():
+    import asyncio
+
+    from manyheads.serve import MicroBatcher
+
+    passes: list[list[str]] = []
+
+    def predict(texts: list[str]) -> list[dict]:
+        passes.append(list(texts))
+        return [{"echo": {"label": t}} for t in texts]
+
+    async def main() -> None:
+        batcher = MicroBatcher(predict, max_batch=64, max_wait_ms=10_000)
+        batcher.start()
+        try:
+            # a lone request does not wait for company (max wait is 10 s here)
+            alone = await asyncio.wait_for(batcher.submit(["solo"]), timeout=5)
+            assert alone == [{"echo": {"label": "solo"}}]
+            chunks = [[f"r{i}-t{j}" for j in range(1 + i % 3)] for i in range(20)]
+            got = await asyncio.wait_for(
+                asyncio.gather(*(batcher.submit(c) for c in chunks)), timeout=20
+            )
+            for chunk, answer in zip(chunks, got, strict=True):
+                assert [a["echo"]["label"] for a in answer] == chunk
+            assert batcher.expected >= 20
+        finally:
+            await batcher.stop()
+
+    asyncio.run(main())
+    assert passes[0] == ["solo"]
+    assert len(passes) <= 3  # 20 concurrent requests merged into one or two passes
+    assert all(len(p) <= 64 for p in passes)
+
+
+def test_micro_batcher_hands_a_failed_pass_to_its_callers_only():
+    import asyncio
+
+    from manyheads.errors import DataError
+    from manyheads.serve import MicroBatcher
+
+    def predict(texts: list[str]) -> list[dict]:
+        if "boom" in texts:
+            raise DataError("bad text")
+        return [{"h": {"label": t}} for t in texts]
+
+    async def main() -> None:
+        batcher = MicroBatcher(predict, max_batch=1, max_wait_ms=0)
+        batcher.start()
+        try:
+            with pytest.raises(DataError):
+                await batcher.submit(["boom"])
+            assert await batcher.submit(["fine"]) == [{"h": {"label": "fine"}}]
+        finally:
+            await batcher.stop()
+
+    asyncio.run(main())
