@@ -385,7 +385,9 @@ def serve(
     cache = workflows._cache_arg(cache_dir, no_cache)
     app_ = create_app(bundle, config, cache=cache)
     typer.echo(f"manyheads: serving {bundle} on http://{host}:{port}", err=True)
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+    # idle keep-alive connections stay open 75 s (uvicorn's default is 5 s): a client
+    # reusing a pooled connection just as the server closes it sees a reset
+    uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_keep_alive=75)
 
 
 @heads_app.command("list")
