@@ -60,6 +60,10 @@ def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
         if "ngram_range" in options:
             options["ngram_range"] = tuple(options["ngram_range"])
         return HashingTrunk(**options)
+    if kind == "byte":
+        from .byte import ByteTrunk
+
+        return ByteTrunk(options.get("config"), tier=options.get("tier"))
     if kind == "minilm":
         return TransformerTrunk(minilm_path(), name="minilm", registered=True, **options)
     if kind == "onnx":
@@ -77,7 +81,7 @@ def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
             folder = base / folder  # a trunk stored inside the bundle folder
         return TransformerTrunk(folder, **options)
     raise ManyheadsError(
-        f"unknown trunk type {kind!r}; known: minilm, hashing, transformer, composite, onnx"
+        f"unknown trunk type {kind!r}; known: minilm, hashing, transformer, composite, onnx, byte"
     )
 
 

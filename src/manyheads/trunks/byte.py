@@ -1,0 +1,407 @@
+"""A tokenizer-free byte trunk, trained multi-task (first part: model, training, encoding).
+
+Raw UTF-8 bytes in; no tokenizer, no pretrained weights:
+
+    bytes -> byte embedding -> convolution blocks (dilations 1, 2, 4, 8: receptive
+    field grows to ~60 bytes) -> one light bidirectional self-attention layer ->
+    statistical pooling (mean ‖ max ‖ std over the bytes) -> a linear projection
+    to an embedding with nested (Matryoshka) dimensions
+
+so the first 32 / 64 / 128 / 256 numbers of a vector are each an embedding on
+their own (a small *tier* is a slice of the big one). Long inputs are read
+deliberately: a text longer than ``max_bytes`` is read as its first and last
+``max_bytes / 2`` bytes with a separator between them (the head of a file says
+what it is, the tail often too), never silently cut at the end.
+
+Training (:func:`train_byte_trunk`) fits the trunk jointly with one linear
+head per task and per nested dimension (the Matryoshka loss), the tasks'
+losses weighted by learned uncertainty (``exp(-s) * loss + s`` per task), so a
+50-way task does not drown a binary one. The training heads are dropped
+afterwards: heads are fitted on the frozen trunk like on any other
+(``Bundle.fit_head``), from cached vectors.
+
+Needs torch to train and (in this part) to encode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, DataError, ManyheadsError, require
+from .base import check_texts, config_fingerprint, l2_normalise
+
+PAD, SEP = 0, 257  # byte b is token b + 1; 257 joins a long text's head and tail
+VOCAB = 258
+
+
+@dataclass(frozen=True)
+class ByteConfig:
+    """Shape of a byte trunk (everything that changes its vectors besides weights)."""
+
+    max_bytes: int = 1024
+    embed: int = 64
+    channels: int = 128
+    dilations: tuple[int, ...] = (1, 2, 4, 8)
+    kernel: int = 5
+    heads: int = 4
+    dims: tuple[int, ...] = (32, 64, 128, 256)
+
+    def __post_init__(self) -> None:
+        ints = {"max_bytes": self.max_bytes, "embed": self.embed, "channels": self.channels}
+        for name, value in {**ints, "kernel": self.kernel, "heads": self.heads}.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"byte trunk {name} must be a positive integer, got {value!r}")
+        if self.max_bytes < 16:
+            raise ConfigError(f"byte trunk max_bytes must be >= 16, got {self.max_bytes}")
+        if self.kernel % 2 == 0:
+            raise ConfigError(f"byte trunk kernel must be odd, got {self.kernel}")
+        if self.channels % self.heads:
+            raise ConfigError("byte trunk channels must be a multiple of heads")
+        dims = tuple(self.dims)
+        if not dims or list(dims) != sorted(set(dims)) or dims[0] < 1:
+            raise ConfigError(f"byte trunk dims must be increasing positive sizes, got {dims}")
+        if not self.dilations or any(d < 1 for d in self.dilations):
+            raise ConfigError(f"byte trunk dilations must be positive, got {self.dilations}")
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["dilations"], out["dims"] = list(self.dilations), list(self.dims)
+        return out
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ByteConfig:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(doc) - known
+        if unknown:
+            raise ConfigError(f"unknown byte trunk settings: {', '.join(sorted(unknown))}")
+        doc = dict(doc)
+        for key in ("dilations", "dims"):
+            if key in doc:
+                doc[key] = tuple(doc[key])
+        return cls(**doc)
+
+
+def byte_ids(texts: Sequence[str], max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, lengths)``: each text's UTF-8 bytes as tokens (byte + 1), padded with 0.
+
+    A text longer than ``max_bytes`` bytes is read as its first and last
+    ``(max_bytes - 1) // 2`` bytes joined by the separator token.
+    """
+    encoded = [t.encode("utf-8", "replace") for t in texts]
+    half = (max_bytes - 1) // 2
+    rows = []
+    for raw in encoded:
+        arr = np.frombuffer(raw, dtype=np.uint8).astype(np.int64) + 1
+        if len(arr) > max_bytes:
+            arr = np.concatenate([arr[:half], [SEP], arr[-half:]])
+        if len(arr) == 0:
+            arr = np.array([SEP], dtype=np.int64)  # an empty text still has one position
+        rows.append(arr)
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    ids = np.zeros((len(rows), int(lengths.max()) if len(rows) else 1), dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    return ids, lengths
+
+
+def _build_module(config: ByteConfig) -> Any:
+    torch = require("torch", "transformers")
+    nn = torch.nn
+
+    class ConvBlock(nn.Module):  # type: ignore[name-defined]
+        def __init__(self, channels: int, kernel: int, dilation: int) -> None:
+            super().__init__()
+            self.conv = nn.Conv1d(
+                channels, channels, kernel, padding=dilation * (kernel // 2), dilation=dilation
+            )
+            self.norm = nn.LayerNorm(channels)
+
+        def forward(self, x: Any, mask: Any) -> Any:  # x: B x L x C
+            y = self.conv((x * mask).transpose(1, 2)).transpose(1, 2)
+            return x + torch.nn.functional.gelu(self.norm(y))
+
+    class ByteEncoder(nn.Module):  # type: ignore[name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            c = config.channels
+            self.embed = nn.Embedding(VOCAB, config.embed, padding_idx=PAD)
+            self.inp = nn.Linear(config.embed, c)
+            self.blocks = nn.ModuleList(ConvBlock(c, config.kernel, d) for d in config.dilations)
+            self.attn = nn.MultiheadAttention(c, config.heads, batch_first=True)
+            self.attn_norm = nn.LayerNorm(c)
+            self.out = nn.Linear(3 * c, config.dims[-1])
+
+        def forward(self, ids: Any) -> Any:
+            keep = ids != PAD  # B x L
+            mask = keep.unsqueeze(-1).to(torch.float32)
+            x = self.inp(self.embed(ids))
+            for block in self.blocks:
+                x = block(x, mask)
+            a, _ = self.attn(x, x, x, key_padding_mask=~keep, need_weights=False)
+            x = self.attn_norm(x + a) * mask
+            n = mask.sum(1).clamp(min=1.0)
+            mean = x.sum(1) / n
+            var = ((x - mean.unsqueeze(1)) ** 2 * mask).sum(1) / n
+            big = torch.finfo(x.dtype).max
+            mx = x.masked_fill(~keep.unsqueeze(-1), -big).amax(1)
+            return self.out(torch.cat([mean, mx, torch.sqrt(var + 1e-6)], dim=1))
+
+    return ByteEncoder()
+
+
+@dataclass
+class ByteTrainSummary:
+    """What :func:`train_byte_trunk` did."""
+
+    epochs: int
+    steps: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)  # mean loss per epoch
+    task_weights: dict[str, float] = field(default_factory=dict)  # exp(-s) at the end
+
+
+KINDS = ("multiclass", "binary", "multilabel")
+
+
+def _targets(name: str, labels: Sequence[Any], kind: str) -> tuple[np.ndarray, list[Any]]:
+    """Class indices (multiclass / binary) or a 0/1 matrix (multilabel), and the classes."""
+    if kind not in KINDS:
+        raise ConfigError(f"task {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind == "multilabel":
+        sets = []
+        for i, v in enumerate(labels):
+            if not isinstance(v, list | tuple | set | frozenset):
+                raise DataError(f"task {name!r}: label #{i} must be a list of labels")
+            sets.append({str(x) for x in v})
+        classes = sorted(set().union(*sets))
+        if not classes:
+            raise DataError(f"task {name!r}: no label at all")
+        index = {c: j for j, c in enumerate(classes)}
+        y = np.zeros((len(sets), len(classes)), dtype=np.float32)
+        for i, s in enumerate(sets):
+            y[i, [index[c] for c in s]] = 1.0
+        return y, list(classes)
+    values = [str(v) for v in labels]
+    classes = sorted(set(values))
+    if len(classes) < 2:
+        raise DataError(f"task {name!r}: needs at least two classes, got {classes}")
+    index = {c: j for j, c in enumerate(classes)}
+    return np.array([index[v] for v in values], dtype=np.int64), list(classes)
+
+
+def train_byte_trunk(
+    texts: Sequence[str],
+    tasks: dict[str, tuple[Sequence[Any], str]],
+    *,
+    config: ByteConfig | None = None,
+    epochs: int = 4,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    seed: int = 0,
+    threads: int | None = None,
+    progress: bool = False,
+) -> tuple[ByteTrunk, ByteTrainSummary]:
+    """Train a byte trunk on ``texts`` jointly for ``tasks`` (``{name: (labels, kind)}``).
+
+    Every task gets one linear head per nested dimension; its loss is the
+    mean over dimensions (Matryoshka), tasks are weighted by learned
+    uncertainty. AdamW with a one-cycle learning rate. Returns the trunk (its
+    training heads dropped) and a summary.
+    """
+    import time
+
+    torch = require("torch", "transformers")
+    config = config or ByteConfig()
+    texts = check_texts(texts)
+    if not texts:
+        raise DataError("no training texts")
+    if not tasks:
+        raise DataError("give at least one task to train the byte trunk on")
+    for name, value in tasks.items():
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise DataError(f"task {name!r}: give (labels, kind)")
+        if len(value[0]) != len(texts):
+            raise DataError(f"task {name!r}: {len(value[0])} labels for {len(texts)} texts")
+    if epochs < 1 or batch_size < 1 or not lr > 0:
+        raise ConfigError("epochs and batch_size must be positive, lr > 0")
+    targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
+    kinds = {n: kind for n, (_, kind) in tasks.items()}
+    t0 = time.perf_counter()
+    if threads:
+        torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = _build_module(config)
+    nn = torch.nn
+    heads = nn.ModuleDict(
+        {
+            n: nn.ModuleList(nn.Linear(d, len(classes)) for d in config.dims)
+            for n, (_, classes) in targets.items()
+        }
+    )
+    log_var = nn.Parameter(torch.zeros(len(targets)))
+    params = [*model.parameters(), *heads.parameters(), log_var]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    steps_per_epoch = math.ceil(len(texts) / batch_size)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.1
+    )
+    ids_all, lengths = byte_ids(texts, config.max_bytes)
+    names = list(targets)
+    from .._progress import progress_bar
+
+    summary = ByteTrainSummary(epochs=epochs, steps=0, seconds=0.0)
+    model.train()
+    with progress_bar(total=epochs * steps_per_epoch, desc="byte trunk", enabled=progress) as bar:
+        for _ in range(epochs):
+            order = torch.randperm(len(texts), generator=gen).numpy()
+            total = 0.0
+            for start in range(0, len(texts), batch_size):
+                rows = order[start : start + batch_size]
+                width = int(lengths[rows].max())
+                ids = torch.from_numpy(ids_all[rows, :width])
+                emb = model(ids)
+                loss = torch.zeros(())
+                for k, name in enumerate(names):
+                    y = torch.from_numpy(targets[name][0][rows])
+                    task_loss = torch.zeros(())
+                    for d, head in zip(config.dims, heads[name], strict=True):
+                        logits = head(emb[:, :d])
+                        if kinds[name] == "multilabel":
+                            task_loss = task_loss + nn.functional.binary_cross_entropy_with_logits(
+                                logits, y
+                            )
+                        else:
+                            task_loss = task_loss + nn.functional.cross_entropy(logits, y)
+                    task_loss = task_loss / len(config.dims)
+                    loss = loss + torch.exp(-log_var[k]) * task_loss + log_var[k]
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                sched.step()
+                total += float(loss.detach()) * len(rows)
+                summary.steps += 1
+                bar.update(1)
+            summary.losses.append(total / len(texts))
+    model.eval()
+    summary.seconds = time.perf_counter() - t0
+    summary.task_weights = {n: float(torch.exp(-log_var[k]).detach()) for k, n in enumerate(names)}
+    state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+    return ByteTrunk(config, state=state), summary
+
+
+class ByteTrunk:
+    """The trained byte encoder as a trunk. ``tier`` picks the nested dimension served
+    (default: the largest); vectors are the first ``tier`` numbers, L2-normalised."""
+
+    cacheable = True
+
+    def __init__(
+        self,
+        config: ByteConfig | dict[str, Any] | None = None,
+        *,
+        state: dict[str, np.ndarray] | None = None,
+        tier: int | None = None,
+        name: str = "byte",
+        batch_size: int = 64,
+    ) -> None:
+        if isinstance(config, dict):
+            config = ByteConfig.from_json(config)
+        self.config = config or ByteConfig()
+        self.name = name
+        if tier is None:
+            tier = self.config.dims[-1]
+        if tier not in self.config.dims:
+            raise ConfigError(
+                f"byte trunk tier must be one of {list(self.config.dims)}, got {tier!r}"
+            )
+        self.tier = int(tier)
+        self.batch_size = int(batch_size)
+        self._state: dict[str, np.ndarray] = {}
+        self._module: Any = None
+        self._fingerprint: str | None = None
+        if state:
+            self.load_state(state)
+
+    @property
+    def dim(self) -> int:
+        return self.tier
+
+    @property
+    def fingerprint(self) -> str:
+        if not self._state:
+            raise ManyheadsError("the byte trunk has no weights yet: train it first")
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            for key in sorted(self._state):
+                h.update(key.encode())
+                h.update(np.ascontiguousarray(self._state[key]).tobytes())
+            extra = {**self.config.to_json(), "tier": self.tier}
+            self._fingerprint = config_fingerprint("byte", extra, h.digest())
+        return self._fingerprint
+
+    def spec(self) -> dict[str, Any]:
+        return {"type": "byte", "config": self.config.to_json(), "tier": self.tier}
+
+    def state(self) -> dict[str, np.ndarray]:
+        return dict(self._state)
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        expected = {k: tuple(v.shape) for k, v in _build_module(self.config).state_dict().items()}
+        got = {k: tuple(np.asarray(v).shape) for k, v in state.items()}
+        if got != expected:
+            missing = sorted(set(expected) - set(got))
+            wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
+            raise ManyheadsError(
+                "byte trunk weights do not match its config"
+                + (f"; missing {missing[:3]}" if missing else "")
+                + (f"; wrong shape {wrong[:3]}" if wrong else "")
+            )
+        self._state = {k: np.asarray(v, dtype=np.float32) for k, v in state.items()}
+        self._module = None
+        self._fingerprint = None
+
+    def with_tier(self, tier: int) -> ByteTrunk:
+        """The same weights serving another nested dimension."""
+        return ByteTrunk(self.config, state=self._state, tier=tier, name=self.name)
+
+    def _ensure(self) -> Any:
+        if self._module is None:
+            torch = require("torch", "transformers")
+            if not self._state:
+                raise ManyheadsError("the byte trunk has no weights yet: train it first")
+            module = _build_module(self.config)
+            module.load_state_dict({k: torch.from_numpy(v) for k, v in self._state.items()})
+            module.eval()
+            self._module = module
+        return self._module
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        torch = require("torch", "transformers")
+        module = self._ensure()
+        ids, lengths = byte_ids(texts, self.config.max_bytes)
+        order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
+        out = np.empty((len(texts), self.tier), dtype=np.float32)
+        size = batch_size or self.batch_size
+        with torch.inference_mode():
+            for start in range(0, len(texts), size):
+                rows = order[start : start + size]
+                width = int(lengths[rows].max())
+                emb = module(torch.from_numpy(ids[rows, :width]))
+                out[rows] = emb[:, : self.tier].numpy()
+        return l2_normalise(out)
+
+    def __repr__(self) -> str:
+        return f"ByteTrunk(tier={self.tier}, dims={list(self.config.dims)})"

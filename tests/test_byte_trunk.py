@@ -1,0 +1,120 @@
+"""The byte trunk: byte windows, multi-task training, nested tiers, bundles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from manyheads import Bundle
+from manyheads.errors import ConfigError, DataError, ManyheadsError
+
+pytest.importorskip("torch")
+
+from manyheads.trunks.byte import (
+    SEP,
+    ByteConfig,
+    ByteTrunk,
+    byte_ids,
+    train_byte_trunk,
+)
+
+SMALL = ByteConfig(
+    max_bytes=128, embed=16, channels=32, dilations=(1, 2), heads=2, dims=(8, 16, 32)
+)
+
+
+@pytest.fixture(scope="module")
+def trained(debian_rows):
+    rows = debian_rows[:300]
+    texts = [r["text"] for r in rows]
+    tasks = {
+        "library": ([r["library"] for r in rows], "binary"),
+        "role": ([r["role"] for r in rows], "multilabel"),
+        "section": ([r["section"] for r in rows], "multiclass"),
+    }
+    trunk, summary = train_byte_trunk(texts, tasks, config=SMALL, epochs=3, batch_size=32)
+    return trunk, summary, rows
+
+
+def test_long_texts_are_read_as_head_and_tail():
+    text = "A" * 100 + "B" * 100
+    ids, lengths = byte_ids([text, "é", ""], max_bytes=21)
+    assert lengths.tolist() == [21, 2, 1]
+    row = ids[0, :21]
+    assert (row[:10] == ord("A") + 1).all() and row[10] == SEP and (row[11:] == ord("B") + 1).all()
+    assert ids[1, :2].tolist() == [0xC3 + 1, 0xA9 + 1]  # UTF-8 bytes of "é"
+    assert ids[2, 0] == SEP  # an empty text keeps one position
+
+
+def test_config_is_checked():
+    for bad in (
+        {"kernel": 4},
+        {"dims": (64, 32)},
+        {"channels": 30, "heads": 4},
+        {"max_bytes": 8},
+        {"embed": 0},
+    ):
+        with pytest.raises(ConfigError):
+            ByteConfig(**bad)
+    with pytest.raises(ConfigError, match="unknown byte trunk settings"):
+        ByteConfig.from_json({"width": 3})
+    assert ByteConfig.from_json(SMALL.to_json()) == SMALL
+
+
+def test_training_lowers_the_loss_and_weights_tasks(trained):
+    trunk, summary, _ = trained
+    assert summary.steps == 3 * 10
+    assert summary.losses[-1] < summary.losses[0]
+    assert set(summary.task_weights) == {"library", "role", "section"}
+    assert trunk.dim == 32 and len(trunk.fingerprint) == 16
+
+
+def test_tiers_are_slices_of_one_embedding(trained):
+    trunk, _, rows = trained
+    texts = [r["text"] for r in rows[:20]]
+    full = trunk.encode(texts)
+    assert full.shape == (20, 32)
+    np.testing.assert_allclose(np.linalg.norm(full, axis=1), 1.0, atol=1e-5)
+    small = trunk.with_tier(8)
+    assert small.dim == 8 and small.fingerprint != trunk.fingerprint
+    part = full[:, :8] / np.linalg.norm(full[:, :8], axis=1, keepdims=True)
+    np.testing.assert_allclose(small.encode(texts), part, atol=1e-5)
+    with pytest.raises(ConfigError, match="tier must be one of"):
+        trunk.with_tier(12)
+
+
+def test_a_bundle_on_the_byte_trunk_saves_and_loads(trained, tmp_path, debian_test_rows):
+    trunk, _, rows = trained
+    b = Bundle(trunk=trunk.with_tier(16), cache=None)
+    b.fit_head("library", [r["text"] for r in rows], [r["library"] for r in rows], kind="binary")
+    probe = [r["text"] for r in debian_test_rows[:30]]
+    want = b.predict_proba(probe)["library"]
+    b.save(tmp_path / "b")
+    again = Bundle.load(tmp_path / "b", cache=None)
+    assert again.trunk_reference["spec"]["type"] == "byte"
+    assert again.trunk.fingerprint == b.trunk.fingerprint and again.dim == 16
+    np.testing.assert_allclose(again.predict_proba(probe)["library"], want, atol=1e-5)
+
+
+def test_weights_must_match_the_config(trained):
+    trunk, _, _ = trained
+    state = trunk.state()
+    state.pop(next(iter(state)))
+    with pytest.raises(ManyheadsError, match="do not match its config"):
+        ByteTrunk(SMALL, state=state)
+    with pytest.raises(ManyheadsError, match="no weights yet"):
+        ByteTrunk(SMALL).encode(["x"])
+
+
+def test_bad_tasks_are_refused(debian_rows):
+    texts = [r["text"] for r in debian_rows[:10]]
+    with pytest.raises(DataError, match="at least one task"):
+        train_byte_trunk(texts, {}, config=SMALL)
+    with pytest.raises(DataError, match="9 labels for 10 texts"):
+        train_byte_trunk(texts, {"t": (["a"] * 9, "multiclass")}, config=SMALL)
+    with pytest.raises(DataError, match="at least two classes"):
+        train_byte_trunk(texts, {"t": (["a"] * 10, "multiclass")}, config=SMALL)
+    with pytest.raises(DataError, match="must be a list of labels"):
+        train_byte_trunk(texts, {"t": (["a"] * 10, "multilabel")}, config=SMALL)
+    with pytest.raises(ConfigError, match="kind must be one of"):
+        train_byte_trunk(texts, {"t": (["a", "b"] * 5, "ordinal")}, config=SMALL)
