@@ -118,3 +118,55 @@ def test_bad_tasks_are_refused(debian_rows):
         train_byte_trunk(texts, {"t": (["a"] * 10, "multilabel")}, config=SMALL)
     with pytest.raises(ConfigError, match="kind must be one of"):
         train_byte_trunk(texts, {"t": (["a", "b"] * 5, "ordinal")}, config=SMALL)
+
+
+def test_weight_shapes_are_known_without_torch():
+    import torch  # noqa: F401
+
+    from manyheads.trunks.byte import _build_module, expected_shapes
+
+    for config in (SMALL, ByteConfig()):
+        module = _build_module(config)
+        assert expected_shapes(config) == {
+            k: tuple(v.shape) for k, v in module.state_dict().items()
+        }
+
+
+def test_a_saved_byte_bundle_carries_its_graph_and_predicts_without_torch(
+    trained, tmp_path, debian_test_rows
+):
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime")
+    trunk, _, rows = trained
+    b = Bundle(trunk=trunk.with_tier(16), cache=None)
+    b.fit_head("library", [r["text"] for r in rows], [r["library"] for r in rows], kind="binary")
+    probe = [r["text"] for r in debian_test_rows[:30]] + ["x" * 5000, ""]
+    want = b.predict_proba(probe)["library"]  # torch path
+    folder = b.save(tmp_path / "b")
+    spec = json.loads((folder / "bundle.json").read_text())["trunk"]["spec"]
+    assert spec["graph"].startswith("model-") and (folder / spec["graph"]).is_file()
+    again = Bundle.load(folder, cache=None)
+    np.testing.assert_allclose(again.predict_proba(probe)["library"], want, atol=1e-4)
+    code = (
+        "import sys, json\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'transformers'):\n"
+        "            raise ImportError('blocked ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import manyheads\n"
+        f"b = manyheads.Bundle.load({str(folder)!r}, cache=None)\n"
+        f"p = b.predict_proba(json.loads({json.dumps(json.dumps(probe))}))['library']\n"
+        "print(json.dumps(p.tolist()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    np.testing.assert_allclose(np.array(json.loads(out.stdout)), want, atol=1e-4)
+    # saved elsewhere: the graph travels with the bundle
+    moved = again.save(tmp_path / "moved")
+    assert (moved / spec["graph"]).is_file()
+    (folder / spec["graph"]).write_bytes(b"tampered")
+    with pytest.raises(ManyheadsError, match="not the graph"):
+        Bundle.load(folder, cache=None).predict(["x"])

@@ -896,6 +896,7 @@ class Bundle:
         folder.mkdir(parents=True, exist_ok=True)
         with self._lock, _folder_lock(folder):
             self._save_graph(folder)
+            self._save_trunk_files(folder)
             generation = uuid.uuid4().hex
             doc = self.to_dict(generation)
             text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
@@ -913,6 +914,18 @@ class Bundle:
         self.path = folder
         self.generation = generation
         return folder
+
+    def _save_trunk_files(self, folder: Path) -> None:
+        """Trunk parts that keep files in the bundle folder (a byte trunk's graph) put
+        them there; bundle.json then names them."""
+        if self._trunk is None:
+            return
+        parts = self._trunk.parts if isinstance(self._trunk, CompositeTrunk) else [self._trunk]
+        hooks = [p for p in parts if hasattr(p, "save_files")]
+        for part in hooks:
+            part.save_files(folder)
+        if hooks:
+            self._trunk_ref = self._reference(self._trunk)
 
     def _onnx_trunk(self) -> Any:
         """The ONNX graph part of an exported bundle's trunk, or None."""

@@ -63,7 +63,13 @@ def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
     if kind == "byte":
         from .byte import ByteTrunk
 
-        return ByteTrunk(options.get("config"), tier=options.get("tier"))
+        return ByteTrunk(
+            options.get("config"),
+            tier=options.get("tier"),
+            graph=options.get("graph"),
+            graph_sha256=options.get("graph_sha256"),
+            folder=base,
+        )
     if kind == "minilm":
         return TransformerTrunk(minilm_path(), name="minilm", registered=True, **options)
     if kind == "onnx":

@@ -20,7 +20,9 @@ losses weighted by learned uncertainty (``exp(-s) * loss + s`` per task), so a
 afterwards: heads are fitted on the frozen trunk like on any other
 (``Bundle.fit_head``), from cached vectors.
 
-Needs torch to train and (in this part) to encode.
+Needs torch to train. A saved byte trunk also carries its ONNX graph
+(``model-SHA.onnx`` in the bundle folder, written by ``Bundle.save``), and
+encodes with onnxruntime when it is installed: no torch needed to predict.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -110,6 +113,34 @@ def byte_ids(texts: Sequence[str], max_bytes: int) -> tuple[np.ndarray, np.ndarr
     return ids, lengths
 
 
+def expected_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
+    """The weight shapes of a byte trunk with ``config`` (checked without torch)."""
+    c, e, d = config.channels, config.embed, config.dims[-1]
+    shapes: dict[str, tuple[int, ...]] = {
+        "embed.weight": (VOCAB, e),
+        "inp.weight": (c, e),
+        "inp.bias": (c,),
+    }
+    for i in range(len(config.dilations)):
+        shapes[f"blocks.{i}.conv.weight"] = (c, c, config.kernel)
+        shapes[f"blocks.{i}.conv.bias"] = (c,)
+        shapes[f"blocks.{i}.norm.weight"] = (c,)
+        shapes[f"blocks.{i}.norm.bias"] = (c,)
+    shapes.update(
+        {
+            "attn.in_proj_weight": (3 * c, c),
+            "attn.in_proj_bias": (3 * c,),
+            "attn.out_proj.weight": (c, c),
+            "attn.out_proj.bias": (c,),
+            "attn_norm.weight": (c,),
+            "attn_norm.bias": (c,),
+            "out.weight": (d, 3 * c),
+            "out.bias": (d,),
+        }
+    )
+    return shapes
+
+
 def _build_module(config: ByteConfig) -> Any:
     torch = require("torch", "transformers")
     nn = torch.nn
@@ -137,14 +168,26 @@ def _build_module(config: ByteConfig) -> Any:
             self.attn_norm = nn.LayerNorm(c)
             self.out = nn.Linear(3 * c, config.dims[-1])
 
+        def _attend(self, x: Any, keep: Any) -> Any:
+            """Multi-head self-attention over the non-padding bytes, written out with the
+            weights of ``self.attn`` (its fused kernel does not export to ONNX)."""
+            f = torch.nn.functional
+            b, n, c = x.shape
+            h = config.heads
+            q, k, v = f.linear(x, self.attn.in_proj_weight, self.attn.in_proj_bias).chunk(3, -1)
+            q, k, v = (t.reshape(b, n, h, c // h).transpose(1, 2) for t in (q, k, v))
+            scores = q @ k.transpose(-1, -2) / math.sqrt(c // h)
+            scores = scores.masked_fill(~keep[:, None, None, :], -1e9)
+            out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c)
+            return f.linear(out, self.attn.out_proj.weight, self.attn.out_proj.bias)
+
         def forward(self, ids: Any) -> Any:
             keep = ids != PAD  # B x L
             mask = keep.unsqueeze(-1).to(torch.float32)
             x = self.inp(self.embed(ids))
             for block in self.blocks:
                 x = block(x, mask)
-            a, _ = self.attn(x, x, x, key_padding_mask=~keep, need_weights=False)
-            x = self.attn_norm(x + a) * mask
+            x = self.attn_norm(x + self._attend(x, keep)) * mask
             n = mask.sum(1).clamp(min=1.0)
             mean = x.sum(1) / n
             var = ((x - mean.unsqueeze(1)) ** 2 * mask).sum(1) / n
@@ -311,6 +354,9 @@ class ByteTrunk:
         tier: int | None = None,
         name: str = "byte",
         batch_size: int = 64,
+        graph: str | None = None,
+        graph_sha256: str | None = None,
+        folder: str | Path | None = None,
     ) -> None:
         if isinstance(config, dict):
             config = ByteConfig.from_json(config)
@@ -326,7 +372,13 @@ class ByteTrunk:
         self.batch_size = int(batch_size)
         self._state: dict[str, np.ndarray] = {}
         self._module: Any = None
+        self._session: Any = None
         self._fingerprint: str | None = None
+        # the ONNX graph of these weights (a file in ``folder``), if written
+        self.graph, self.graph_sha256 = graph, graph_sha256
+        self.folder = Path(folder) if folder is not None else None
+        if graph is not None and (self.folder is None or not (self.folder / graph).is_file()):
+            raise ManyheadsError(f"the byte trunk's graph {graph} is missing from {self.folder}")
         if state:
             self.load_state(state)
 
@@ -348,13 +400,16 @@ class ByteTrunk:
         return self._fingerprint
 
     def spec(self) -> dict[str, Any]:
-        return {"type": "byte", "config": self.config.to_json(), "tier": self.tier}
+        spec: dict[str, Any] = {"type": "byte", "config": self.config.to_json(), "tier": self.tier}
+        if self.graph is not None:
+            spec["graph"], spec["graph_sha256"] = self.graph, self.graph_sha256
+        return spec
 
     def state(self) -> dict[str, np.ndarray]:
         return dict(self._state)
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
-        expected = {k: tuple(v.shape) for k, v in _build_module(self.config).state_dict().items()}
+        expected = expected_shapes(self.config)
         got = {k: tuple(np.asarray(v).shape) for k, v in state.items()}
         if got != expected:
             missing = sorted(set(expected) - set(got))
@@ -366,11 +421,75 @@ class ByteTrunk:
             )
         self._state = {k: np.asarray(v, dtype=np.float32) for k, v in state.items()}
         self._module = None
+        self._session = None
         self._fingerprint = None
 
     def with_tier(self, tier: int) -> ByteTrunk:
         """The same weights serving another nested dimension."""
-        return ByteTrunk(self.config, state=self._state, tier=tier, name=self.name)
+        out = ByteTrunk(self.config, state=self._state, tier=tier, name=self.name)
+        out.graph, out.graph_sha256, out.folder = self.graph, self.graph_sha256, self.folder
+        return out
+
+    def save_files(self, folder: Path) -> None:
+        """Put this trunk's ONNX graph into ``folder`` (exported from the weights the first
+        time, with torch; copied afterwards). Called by ``Bundle.save``."""
+        from .._io import atomic_write_bytes
+
+        if self.graph is not None and self.folder is not None:
+            target = folder / self.graph
+            if not target.exists():
+                atomic_write_bytes(target, (self.folder / self.graph).read_bytes())
+            self.folder = folder
+            return
+        blob = self._export_graph()
+        sha = hashlib.sha256(blob).hexdigest()
+        name = f"model-{sha[:12]}.onnx"
+        if not (folder / name).exists():
+            atomic_write_bytes(folder / name, blob)
+        self.graph, self.graph_sha256, self.folder = name, sha, folder
+
+    def _export_graph(self) -> bytes:
+        import io
+
+        torch = require("torch", "transformers")
+        module = self._ensure()
+        buf = io.BytesIO()
+        example = torch.from_numpy(byte_ids(["example text", "x"], self.config.max_bytes)[0])
+        import warnings
+
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's deprecation notes
+            torch.onnx.export(
+                module,
+                (example,),
+                buf,
+                input_names=["ids"],
+                output_names=["embedding"],
+                dynamic_axes={"ids": {0: "batch", 1: "length"}, "embedding": {0: "batch"}},
+                opset_version=17,
+                dynamo=False,
+            )
+        return buf.getvalue()
+
+    def _onnx(self) -> Any:
+        """An onnxruntime session on the graph, or None (no graph, or no onnxruntime)."""
+        if self._session is None and self.graph is not None and self.folder is not None:
+            try:
+                import onnxruntime as ort
+            except ImportError:
+                return None
+            from .onnxrt import cpu_threads
+
+            blob = (self.folder / self.graph).read_bytes()
+            if self.graph_sha256 and hashlib.sha256(blob).hexdigest() != self.graph_sha256:
+                raise ManyheadsError(
+                    f"{self.folder / self.graph} is not the graph this bundle was saved with"
+                )
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = cpu_threads()
+            options.log_severity_level = 3
+            self._session = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+        return self._session
 
     def _ensure(self) -> Any:
         if self._module is None:
@@ -389,12 +508,20 @@ class ByteTrunk:
         texts = check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        torch = require("torch", "transformers")
-        module = self._ensure()
         ids, lengths = byte_ids(texts, self.config.max_bytes)
         order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
         out = np.empty((len(texts), self.tier), dtype=np.float32)
         size = batch_size or self.batch_size
+        session = self._onnx()
+        if session is not None:
+            for start in range(0, len(texts), size):
+                rows = order[start : start + size]
+                width = int(lengths[rows].max())
+                (emb,) = session.run(["embedding"], {"ids": ids[rows, :width]})
+                out[rows] = emb[:, : self.tier]
+            return l2_normalise(out)
+        torch = require("torch", "transformers")
+        module = self._ensure()
         with torch.inference_mode():
             for start in range(0, len(texts), size):
                 rows = order[start : start + size]
