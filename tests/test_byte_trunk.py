@@ -125,7 +125,7 @@ def test_weight_shapes_are_known_without_torch():
 
     from manyheads.trunks.byte import _build_module, expected_shapes
 
-    for config in (SMALL, ByteConfig()):
+    for config in (SMALL, ByteConfig(), ByteConfig(downsample=4)):
         module = _build_module(config)
         assert expected_shapes(config) == {
             k: tuple(v.shape) for k, v in module.state_dict().items()
@@ -170,3 +170,20 @@ def test_a_saved_byte_bundle_carries_its_graph_and_predicts_without_torch(
     (folder / spec["graph"]).write_bytes(b"tampered")
     with pytest.raises(ManyheadsError, match="not the graph"):
         Bundle.load(folder, cache=None).predict(["x"])
+
+
+def test_a_downsampled_trunk_trains_encodes_and_exports(debian_rows, tmp_path):
+    pytest.importorskip("onnxruntime")
+    rows = debian_rows[:120]
+    texts = [r["text"] for r in rows]
+    config = ByteConfig(
+        max_bytes=128, embed=16, channels=32, dilations=(1,), heads=2, dims=(8, 16), downsample=4
+    )
+    trunk, _ = train_byte_trunk(
+        texts, {"lib": ([r["library"] for r in rows], "binary")}, config=config, epochs=1
+    )
+    ids, lengths = byte_ids(["abcde"], 128, multiple=4)
+    assert lengths.tolist() == [8] and ids.shape == (1, 8)
+    want = trunk.encode([*texts[:10], "x"])  # torch
+    trunk.save_files(tmp_path)
+    np.testing.assert_allclose(trunk.encode([*texts[:10], "x"]), want, atol=1e-4)  # onnxruntime

@@ -54,10 +54,12 @@ class ByteConfig:
     kernel: int = 5
     heads: int = 4
     dims: tuple[int, ...] = (32, 64, 128, 256)
+    downsample: int = 1  # > 1: one full-resolution block, then a strided convolution
 
     def __post_init__(self) -> None:
         ints = {"max_bytes": self.max_bytes, "embed": self.embed, "channels": self.channels}
-        for name, value in {**ints, "kernel": self.kernel, "heads": self.heads}.items():
+        more = {"kernel": self.kernel, "heads": self.heads, "downsample": self.downsample}
+        for name, value in {**ints, **more}.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"byte trunk {name} must be a positive integer, got {value!r}")
         if self.max_bytes < 16:
@@ -90,8 +92,11 @@ class ByteConfig:
         return cls(**doc)
 
 
-def byte_ids(texts: Sequence[str], max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, lengths)``: each text's UTF-8 bytes as tokens (byte + 1), padded with 0.
+def byte_ids(
+    texts: Sequence[str], max_bytes: int, multiple: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, lengths)``: each text's UTF-8 bytes as tokens (byte + 1), padded with 0;
+    ``lengths`` are rounded up to a ``multiple`` (the trunk's downsampling).
 
     A text longer than ``max_bytes`` bytes is read as its first and last
     ``(max_bytes - 1) // 2`` bytes joined by the separator token.
@@ -106,7 +111,7 @@ def byte_ids(texts: Sequence[str], max_bytes: int) -> tuple[np.ndarray, np.ndarr
         if len(arr) == 0:
             arr = np.array([SEP], dtype=np.int64)  # an empty text still has one position
         rows.append(arr)
-    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    lengths = np.array([-(-len(r) // multiple) * multiple for r in rows], dtype=np.int64)
     ids = np.zeros((len(rows), int(lengths.max()) if len(rows) else 1), dtype=np.int64)
     for i, r in enumerate(rows):
         ids[i, : len(r)] = r
@@ -121,6 +126,13 @@ def expected_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
         "inp.weight": (c, e),
         "inp.bias": (c,),
     }
+    if config.downsample > 1:
+        shapes["front.conv.weight"] = (c, c, config.kernel)
+        shapes["front.conv.bias"] = (c,)
+        shapes["front.norm.weight"] = (c,)
+        shapes["front.norm.bias"] = (c,)
+        shapes["down.weight"] = (c, c, config.downsample)
+        shapes["down.bias"] = (c,)
     for i in range(len(config.dilations)):
         shapes[f"blocks.{i}.conv.weight"] = (c, c, config.kernel)
         shapes[f"blocks.{i}.conv.bias"] = (c,)
@@ -163,6 +175,9 @@ def _build_module(config: ByteConfig) -> Any:
             c = config.channels
             self.embed = nn.Embedding(VOCAB, config.embed, padding_idx=PAD)
             self.inp = nn.Linear(config.embed, c)
+            if config.downsample > 1:
+                self.front = ConvBlock(c, config.kernel, 1)
+                self.down = nn.Conv1d(c, c, config.downsample, stride=config.downsample)
             self.blocks = nn.ModuleList(ConvBlock(c, config.kernel, d) for d in config.dilations)
             self.attn = nn.MultiheadAttention(c, config.heads, batch_first=True)
             self.attn_norm = nn.LayerNorm(c)
@@ -185,6 +200,11 @@ def _build_module(config: ByteConfig) -> Any:
             keep = ids != PAD  # B x L
             mask = keep.unsqueeze(-1).to(torch.float32)
             x = self.inp(self.embed(ids))
+            if config.downsample > 1:  # ids are padded to a multiple of downsample
+                x = self.front(x, mask)
+                x = self.down((x * mask).transpose(1, 2)).transpose(1, 2)
+                keep = keep.reshape(keep.shape[0], -1, config.downsample).any(-1)
+                mask = keep.unsqueeze(-1).to(torch.float32)
             for block in self.blocks:
                 x = block(x, mask)
             x = self.attn_norm(x + self._attend(x, keep)) * mask
@@ -295,7 +315,7 @@ def train_byte_trunk(
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.1
     )
-    ids_all, lengths = byte_ids(texts, config.max_bytes)
+    ids_all, lengths = byte_ids(texts, config.max_bytes, config.downsample)
     names = list(targets)
     from .._progress import progress_bar
 
@@ -454,7 +474,9 @@ class ByteTrunk:
         torch = require("torch", "transformers")
         module = self._ensure()
         buf = io.BytesIO()
-        example = torch.from_numpy(byte_ids(["example text", "x"], self.config.max_bytes)[0])
+        example = torch.from_numpy(
+            byte_ids(["example text", "x"], self.config.max_bytes, self.config.downsample)[0]
+        )
         import warnings
 
         with torch.no_grad(), warnings.catch_warnings():
@@ -508,7 +530,7 @@ class ByteTrunk:
         texts = check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        ids, lengths = byte_ids(texts, self.config.max_bytes)
+        ids, lengths = byte_ids(texts, self.config.max_bytes, self.config.downsample)
         order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
         out = np.empty((len(texts), self.tier), dtype=np.float32)
         size = batch_size or self.batch_size
