@@ -97,6 +97,17 @@ def write_json(path: str | None, results: dict[str, Any]) -> None:
             json.dump(results, fh, indent=2)
 
 
+def speed_split(
+    n_rows: int, n_texts: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The speed benches' data (trunk_speed.py, serve_load.py use the same): ``n_rows``
+    English Debian rows, grouped 80/20 split; the train rows, the first ``n_texts``
+    held-out rows, and the source."""
+    rows, source = debian_rows(n_rows)
+    train, test = grouped_split(rows)
+    return train, test[:n_texts], source
+
+
 def speed_bundle(
     trunk: str, train: list[dict[str, Any]], heads: dict[str, str], cache: Any
 ) -> Path:

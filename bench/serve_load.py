@@ -348,20 +348,18 @@ def main() -> None:
 
     from _common import (
         CACHE_DIR,
-        debian_rows,
         exported_bundle,
-        grouped_split,
         machine,
         speed_bundle,
+        speed_split,
         write_json,
     )
 
     from manyheads import Bundle, EmbeddingCache
 
     print(f"machine: {machine()}")
-    rows, source = debian_rows(args.rows)
-    train, test = grouped_split(rows)
-    texts = [r["text"] for r in test[: args.texts]]
+    train, test, source = speed_split(args.rows, args.texts)
+    texts = [r["text"] for r in test]
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(CACHE_DIR / "embeddings.sqlite")
     source_folder = speed_bundle("minilm", train, HEADS, cache)

@@ -153,20 +153,17 @@ def main() -> None:
     import numpy as np
     from _common import (
         CACHE_DIR,
-        debian_rows,
         exported_bundle,
-        grouped_split,
         machine,
         speed_bundle,
+        speed_split,
         write_json,
     )
 
     from manyheads import EmbeddingCache
 
     print(f"machine: {machine()}")
-    rows, source = debian_rows(args.rows)
-    train, test = grouped_split(rows)
-    test = test[: args.texts]
+    train, test, source = speed_split(args.rows, args.texts)
     texts = [r["text"] for r in test]
     chars = sorted(len(t) for t in texts)
     print(

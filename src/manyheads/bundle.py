@@ -196,15 +196,16 @@ def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
     """Multiclass / binary labels are single values; multilabel labels are lists of them."""
     for i, label in enumerate(labels):
         if kind == "multilabel":
-            ok = isinstance(label, (list, tuple, set, frozenset, str)) and (
-                isinstance(label, str) or all(isinstance(v, _SCALAR) for v in label)
+            ok = isinstance(label, str) or (
+                isinstance(label, (list, tuple, set, frozenset))
+                and all(isinstance(v, _SCALAR) for v in label)
             )
             if not ok:
                 raise DataError(
                     f"head {name!r}: label #{i} is {label!r}; a multilabel head takes a list "
                     "of labels per text"
                 )
-        elif not isinstance(label, _SCALAR) or label is None:
+        elif not isinstance(label, _SCALAR):
             raise DataError(
                 f"head {name!r}: label #{i} is {label!r}; a {kind} head takes one label "
                 "(a string or number) per text"
@@ -311,7 +312,7 @@ class Bundle:
     @property
     def trunk_reference(self) -> dict[str, Any]:
         """The trunk as ``bundle.json`` names it: name, fingerprint, dim, spec."""
-        return json.loads(json.dumps(self._trunk_ref))
+        return copy.deepcopy(self._trunk_ref)
 
     # -- trunk and cache ---------------------------------------------------
 

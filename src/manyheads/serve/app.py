@@ -32,12 +32,11 @@ from ..errors import (
     UnknownHeadError,
     require,
 )
+from ..heads.fused import KINDS
 
 log = logging.getLogger("manyheads.serve")
 
 LONG_TEXTS = ("refuse", "window")
-KINDS = ("multiclass", "binary", "multilabel")
-HEAD_TYPES = ("linear", "mlp", "auto")
 _DEFAULT_CACHE = "default"
 
 
@@ -459,7 +458,7 @@ def create_app(
     from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from ..bundle import check_head_name
+    from ..bundle import HEAD_TYPES, check_head_name
     from .payload import head_from_json, head_to_json
 
     if config is None:
@@ -528,6 +527,19 @@ def create_app(
         if not service.ready:
             raise HTTPError(503, "not_ready", "the bundle is still loading")
         return service.bundle
+
+    def head_name(name: str) -> str:
+        try:
+            return check_head_name(name)
+        except ManyheadsError as exc:
+            raise _http_error(exc) from exc
+
+    async def write_body(request: Request) -> bytes:
+        """A write endpoint's body, read whole before the key and readiness are judged."""
+        body = await _read_body(request, config.max_body_bytes)
+        need_key(request, write=True)
+        need_ready()
+        return body
 
     def need_key(request: Request, *, write: bool) -> None:
         if service.keys.check(request.headers.get("authorization")):
@@ -608,12 +620,9 @@ def create_app(
         openapi_extra=body_schema("HeadPayload"),
     )
     async def put_head(name: str, request: Request) -> Any:
-        body = await _read_body(request, config.max_body_bytes)  # whole, before any answer
-        need_key(request, write=True)
-        need_ready()
-        doc = _parse_json(body)
+        doc = _parse_json(await write_body(request))
+        head_name(name)
         try:
-            check_head_name(name)
             record, tensors = head_from_json(doc)
         except ManyheadsError as exc:
             raise _http_error(exc) from exc
@@ -627,9 +636,7 @@ def create_app(
         responses=errors,
     )
     async def delete_head(name: str, request: Request) -> Any:
-        await _read_body(request, config.max_body_bytes)
-        need_key(request, write=True)
-        need_ready()
+        await write_body(request)
         await service.change("delete", lambda b: b.remove_head(name))
         return {"name": name, "action": "delete", "heads": list(service.bundle.heads)}
 
@@ -641,10 +648,7 @@ def create_app(
         openapi_extra=body_schema("TrainRequest"),
     )
     async def train_head(name: str, request: Request) -> Any:
-        body = await _read_body(request, config.max_body_bytes)
-        need_key(request, write=True)
-        need_ready()
-        doc = _parse_json(body)
+        doc = _parse_json(await write_body(request))
         if not isinstance(doc, dict):
             raise HTTPError(422, "bad_request", "the body must be a JSON object with 'texts'")
         texts = _string_list(doc.get("texts"), "texts", "bad_texts")
@@ -661,10 +665,7 @@ def create_app(
         groups = doc.get("groups")
         if groups is not None and (not isinstance(groups, list) or len(groups) != len(texts)):
             raise HTTPError(422, "bad_groups", "'groups' must be a list, one group per text")
-        try:
-            check_head_name(name)
-        except ManyheadsError as exc:
-            raise _http_error(exc) from exc
+        head_name(name)
         replaced = name in service.bundle.heads
         summary = await service.change(
             "train",

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError, ManyheadsError, require
+from ..heads.fused import KINDS
 from .base import check_texts, config_fingerprint, l2_normalise
 
 PAD, SEP = 0, 257  # byte b is token b + 1; 257 joins a long text's head and tail
@@ -227,9 +228,6 @@ class ByteTrainSummary:
     seconds: float
     losses: list[float] = field(default_factory=list)  # mean loss per epoch
     task_weights: dict[str, float] = field(default_factory=dict)  # exp(-s) at the end
-
-
-KINDS = ("multiclass", "binary", "multilabel")
 
 
 def _targets(name: str, labels: Sequence[Any], kind: str) -> tuple[np.ndarray, list[Any]]:
@@ -496,21 +494,13 @@ class ByteTrunk:
     def _onnx(self) -> Any:
         """An onnxruntime session on the graph, or None (no graph, or no onnxruntime)."""
         if self._session is None and self.graph is not None and self.folder is not None:
-            try:
-                import onnxruntime as ort
-            except ImportError:
-                return None
-            from .onnxrt import cpu_threads
+            import importlib.util
 
-            blob = (self.folder / self.graph).read_bytes()
-            if self.graph_sha256 and hashlib.sha256(blob).hexdigest() != self.graph_sha256:
-                raise ManyheadsError(
-                    f"{self.folder / self.graph} is not the graph this bundle was saved with"
-                )
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = cpu_threads()
-            options.log_severity_level = 3
-            self._session = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+            if importlib.util.find_spec("onnxruntime") is None:
+                return None
+            from .onnxrt import open_session
+
+            self._session = open_session(self.folder / self.graph, self.graph_sha256, hint="")
         return self._session
 
     def _ensure(self) -> Any:
@@ -536,20 +526,22 @@ class ByteTrunk:
         size = batch_size or self.batch_size
         session = self._onnx()
         if session is not None:
-            for start in range(0, len(texts), size):
-                rows = order[start : start + size]
-                width = int(lengths[rows].max())
-                (emb,) = session.run(["embedding"], {"ids": ids[rows, :width]})
-                out[rows] = emb[:, : self.tier]
-            return l2_normalise(out)
-        torch = require("torch", "transformers")
-        module = self._ensure()
-        with torch.inference_mode():
-            for start in range(0, len(texts), size):
-                rows = order[start : start + size]
-                width = int(lengths[rows].max())
-                emb = module(torch.from_numpy(ids[rows, :width]))
-                out[rows] = emb[:, : self.tier].numpy()
+
+            def run(batch: np.ndarray) -> np.ndarray:
+                return session.run(["embedding"], {"ids": batch})[0]
+
+        else:
+            torch = require("torch", "transformers")
+            module = self._ensure()
+
+            def run(batch: np.ndarray) -> np.ndarray:
+                with torch.inference_mode():
+                    return module(torch.from_numpy(batch)).numpy()
+
+        for start in range(0, len(texts), size):
+            rows = order[start : start + size]
+            width = int(lengths[rows].max())
+            out[rows] = run(ids[rows, :width])[:, : self.tier]
         return l2_normalise(out)
 
     def __repr__(self) -> str:

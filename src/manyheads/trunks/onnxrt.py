@@ -53,6 +53,36 @@ def cpu_threads() -> int:
         return os.cpu_count() or 1
 
 
+def open_session(
+    path: Path,
+    sha256: str | None,
+    *,
+    threads: int | None = None,
+    hint: str = "; export the bundle again",
+) -> Any:
+    """An onnxruntime CPU session on the graph at ``path``, read once: checked against
+    ``sha256`` (the one the bundle names; ``hint`` ends the refusal), then handed to
+    onnxruntime."""
+    ort = require("onnxruntime", "onnx")
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise ManyheadsError(f"cannot read the ONNX graph {path}: {exc}") from exc
+    if sha256 is not None and hashlib.sha256(blob).hexdigest() != sha256:
+        raise FingerprintMismatchError(
+            f"{path} is not the graph this bundle was saved with (its SHA-256 differs){hint}"
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or cpu_threads()
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
+
+
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -212,30 +242,11 @@ class OnnxTrunk:
             self._graph = graph
 
     def _open(self) -> _Graph:
-        ort = require("onnxruntime", "onnx")
         tokenizers = require("tokenizers", "onnx")
-        path = self.folder / self.file
-        try:
-            blob = path.read_bytes()  # read once: checked here, then handed to onnxruntime
-        except OSError as exc:
-            raise ManyheadsError(f"cannot read the ONNX graph {path}: {exc}") from exc
-        if self.sha256 is not None and hashlib.sha256(blob).hexdigest() != self.sha256:
-            raise FingerprintMismatchError(
-                f"{path} is not the graph this bundle was saved with (its SHA-256 differs); "
-                "export the bundle again"
-            )
+        session = open_session(self.folder / self.file, self.sha256, threads=self.threads)
         tok = tokenizers.Tokenizer.from_file(str(self.folder / self.tokenizer_file))
         tok.no_truncation()
         tok.no_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads or cpu_threads()
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        try:
-            session = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
         meta = session.get_modelmeta().custom_metadata_map
         return _Graph(
             session=session,
