@@ -187,3 +187,18 @@ def test_a_downsampled_trunk_trains_encodes_and_exports(debian_rows, tmp_path):
     want = trunk.encode([*texts[:10], "x"])  # torch
     trunk.save_files(tmp_path)
     np.testing.assert_allclose(trunk.encode([*texts[:10], "x"]), want, atol=1e-4)  # onnxruntime
+
+
+def test_a_loaded_byte_bundle_saved_elsewhere_untouched_keeps_its_graph(trained, tmp_path):
+    pytest.importorskip("onnxruntime")
+    trunk, _, rows = trained
+    b = Bundle(trunk=trunk.with_tier(16), cache=None)
+    b.fit_head("library", [r["text"] for r in rows], [r["library"] for r in rows], kind="binary")
+    b.fit_head("lib2", [r["text"] for r in rows[:60]], ["x", "y", "z"] * 20)
+    b.save(tmp_path / "a")
+    loaded = Bundle.load(tmp_path / "a", cache=None)  # trunk not built: nothing encoded
+    loaded.remove_head("library")
+    loaded.save(tmp_path / "b")
+    graph = loaded.trunk_reference["spec"]["graph"]
+    assert (tmp_path / "b" / graph).is_file()
+    assert set(Bundle.load(tmp_path / "b", cache=None).predict(["some text"])[0]) == {"lib2"}

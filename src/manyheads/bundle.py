@@ -918,15 +918,18 @@ class Bundle:
 
     def _save_trunk_files(self, folder: Path) -> None:
         """Trunk parts that keep files in the bundle folder (a byte trunk's graph) put
-        them there; bundle.json then names them."""
-        if self._trunk is None:
+        them there; bundle.json then names them. Decided from the spec, so a loaded
+        bundle whose trunk was never built still brings its files along."""
+        spec = self._trunk_ref["spec"]
+        specs = spec.get("parts", []) if spec.get("type") == "composite" else [spec]
+        if not any(p.get("type") == "byte" for p in specs):
             return
-        parts = self._trunk.parts if isinstance(self._trunk, CompositeTrunk) else [self._trunk]
-        hooks = [p for p in parts if hasattr(p, "save_files")]
-        for part in hooks:
-            part.save_files(folder)
-        if hooks:
-            self._trunk_ref = self._reference(self._trunk)
+        trunk = self.trunk
+        parts = trunk.parts if isinstance(trunk, CompositeTrunk) else [trunk]
+        for part in parts:
+            if hasattr(part, "save_files"):
+                part.save_files(folder)
+        self._trunk_ref = self._reference(trunk)
 
     def _onnx_trunk(self) -> Any:
         """The ONNX graph part of an exported bundle's trunk, or None."""
