@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -342,3 +343,58 @@ def test_unknown_head_type():
         manyheads.ConfigError, match="head type must be one of linear, mlp, auto; got 'tree'"
     ):
         b.fit_head("h", ["a b", "c d", "e f", "g h"], ["1", "2", "1", "2"], head="tree")
+
+
+def test_split_text_cuts_at_whitespace_and_loses_nothing():
+    from manyheads.bundle import split_text
+    from manyheads.errors import ConfigError
+
+    text = "alpha beta gamma " * 40 + "x" * 300
+    pieces = split_text(text, 100)
+    assert "".join(pieces) == text
+    assert all(0 < len(p) <= 100 for p in pieces)
+    # cut at a space in the piece's second half; the space starts the next piece
+    words = pieces[:5]  # the "alpha beta gamma" part
+    assert all(p[0] == " " and len(prev) > 50 for prev, p in itertools.pairwise(words))
+    assert split_text("short", 100) == ["short"]
+    for bad in (0, -1, 2.5, True, "100"):
+        with pytest.raises(ConfigError, match="max_chars must be a positive integer"):
+            split_text(text, bad)
+
+
+def test_predict_with_max_chars_averages_the_pieces(trained: Bundle, debian_test_rows):
+    from manyheads.bundle import split_text
+    from manyheads.errors import ConfigError
+
+    long = " ".join(r["text"] for r in debian_test_rows[:8])
+    pieces = split_text(long, 300)
+    assert len(pieces) > 2
+    proba = trained.predict_proba(pieces, heads=["section"])["section"]
+    weights = np.array([len(p) for p in pieces], dtype=np.float64)
+    mean = (proba * (weights / weights.sum())[:, None]).sum(0)
+    got = trained.predict([long, "short text"], heads=["section"], max_chars=300)
+    labels = trained.labels("section")
+    assert got[0]["section"]["label"] == labels[int(np.argmax(mean))]
+    for label, p in zip(labels, mean, strict=True):
+        assert got[0]["section"]["scores"][label] == pytest.approx(p, abs=1e-5)
+    # a text within the limit is answered as without max_chars
+    plain = trained.predict(["short text"], heads=["section"])[0]["section"]
+    assert got[1]["section"]["label"] == plain["label"]
+    for bad in (0, "300"):
+        with pytest.raises(ConfigError, match="max_chars must be a positive integer"):
+            trained.predict([long], max_chars=bad)
+
+
+def test_labels_are_checked_against_the_head_kind(trained: Bundle):
+    texts = ["a b", "c d", "e f", "g h"]
+    with pytest.raises(
+        DataError, match=r"label #1 is \['x'\]; a multiclass head takes one label.*multilabel"
+    ):
+        trained.fit_head("t", texts, ["x", ["x"], "y", "y"])
+    with pytest.raises(DataError, match="label #0 is None; a binary head takes one label"):
+        trained.fit_head("t", texts, [None, "x", "y", "y"], kind="binary")
+    with pytest.raises(DataError, match=r"label #2 is \{'x': 1\}; a multilabel head takes a list"):
+        trained.fit_head("t", texts, [["x"], ["y"], {"x": 1}, []], kind="multilabel")
+    with pytest.raises(DataError, match="label #0 is .*; a multilabel head takes a list"):
+        trained.fit_head("t", texts, [[{"x": 1}], ["y"], ["x"], []], kind="multilabel")
+    assert "t" not in trained.heads

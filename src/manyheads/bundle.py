@@ -213,11 +213,16 @@ def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
             )
 
 
+def _check_max_chars(max_chars: Any) -> int:
+    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+        raise ConfigError(f"max_chars must be a positive integer, got {max_chars!r}")
+    return max_chars
+
+
 def split_text(text: str, max_chars: int) -> list[str]:
     """``text`` in pieces of at most ``max_chars`` characters, cut at the last whitespace
     of a piece's second half where there is one (never an empty piece)."""
-    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-        raise ConfigError(f"max_chars must be a positive integer, got {max_chars!r}")
+    _check_max_chars(max_chars)
     if len(text) <= max_chars:
         return [text]
     pieces = []
@@ -783,7 +788,7 @@ class Bundle:
         if not texts:
             return []
         assert state.fused is not None
-        if max_chars is None or all(len(t) <= max_chars for t in texts):
+        if max_chars is None or all(len(t) <= _check_max_chars(max_chars) for t in texts):
             return state.fused.answers(self._probabilities(state, texts, names, use_cache), names)
         pieces: list[str] = []
         owner: list[int] = []
