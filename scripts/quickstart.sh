@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install, then train four heads on 5,000 real Debian package descriptions,
 # evaluate them on 1,000 held-out ones, save the bundle, predict a few texts, then export it
-# to an int8 ONNX bundle and evaluate and predict with that.
+# to an int8 ONNX bundle and evaluate and predict with that; last, ask the built-in
+# `content` bundle about three texts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MANYHEADS_NO_BROWSER=1 bash scripts/setup.sh  # the main job needs no browser
@@ -25,3 +26,7 @@ $MH export -b "$BUNDLE" --out "$BUNDLE-int8" --int8
 $MH eval examples/debian-en-test.jsonl.gz -b "$BUNDLE-int8"
 $MH predict -b "$BUNDLE-int8" --heads section,library,role \
   "Python 3 bindings for the GTK graphical toolkit"
+echo "== the built-in 'content' bundle (byte trunk, shipped in the package): no -b needed"
+$MH predict "def f(): return 1" \
+  "Der schnelle braune Fuchs springt über den faulen Hund." \
+  'db_password = "hunter2-Prod!"'

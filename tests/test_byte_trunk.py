@@ -51,6 +51,9 @@ def test_config_is_checked():
         {"kernel": 4},
         {"dims": (64, 32)},
         {"channels": 30, "heads": 4},
+        {"stride": 8, "stem": 4},
+        {"stride": 8, "stem": 11},
+        {"heads": -1},
         {"max_bytes": 8},
         {"embed": 0},
     ):
@@ -125,7 +128,7 @@ def test_weight_shapes_are_known_without_torch():
 
     from manyheads.trunks.byte import _build_module, expected_shapes
 
-    for config in (SMALL, ByteConfig(), ByteConfig(downsample=4)):
+    for config in (SMALL, ByteConfig(), ByteConfig(heads=0, stride=4, stem=4)):
         module = _build_module(config)
         assert expected_shapes(config) == {
             k: tuple(v.shape) for k, v in module.state_dict().items()
@@ -172,21 +175,28 @@ def test_a_saved_byte_bundle_carries_its_graph_and_predicts_without_torch(
         Bundle.load(folder, cache=None).predict(["x"])
 
 
-def test_a_downsampled_trunk_trains_encodes_and_exports(debian_rows, tmp_path):
+def test_a_trunk_without_attention_trains_on_partly_labelled_tasks_and_exports(
+    debian_rows, tmp_path
+):
     pytest.importorskip("onnxruntime")
     rows = debian_rows[:120]
     texts = [r["text"] for r in rows]
     config = ByteConfig(
-        max_bytes=128, embed=16, channels=32, dilations=(1,), heads=2, dims=(8, 16), downsample=4
+        max_bytes=128, embed=16, channels=32, dilations=(1,), heads=0, dims=(8, 16), stride=4
     )
-    trunk, _ = train_byte_trunk(
-        texts, {"lib": ([r["library"] for r in rows], "binary")}, config=config, epochs=1
-    )
+    lib = [r["library"] if i % 2 else None for i, r in enumerate(rows)]  # half unlabelled
+    role = [r["role"] if i % 3 else None for i, r in enumerate(rows)]
+    tasks = {"lib": (lib, "binary"), "role": (role, "multilabel")}
+    trunk, summary = train_byte_trunk(texts, tasks, config=config, epochs=2)
+    assert np.isfinite(summary.losses).all()
+    assert "attn.in_proj_weight" not in trunk.state()
     ids, lengths = byte_ids(["abcde"], 128, multiple=4)
     assert lengths.tolist() == [8] and ids.shape == (1, 8)
     want = trunk.encode([*texts[:10], "x"])  # torch
     trunk.save_files(tmp_path)
     np.testing.assert_allclose(trunk.encode([*texts[:10], "x"]), want, atol=1e-4)  # onnxruntime
+    with pytest.raises(DataError, match="no text has a label"):
+        train_byte_trunk(texts, {"lib": ([None] * len(texts), "binary")}, config=config)
 
 
 def test_a_loaded_byte_bundle_saved_elsewhere_untouched_keeps_its_graph(trained, tmp_path):
@@ -202,3 +212,21 @@ def test_a_loaded_byte_bundle_saved_elsewhere_untouched_keeps_its_graph(trained,
     graph = loaded.trunk_reference["spec"]["graph"]
     assert (tmp_path / "b" / graph).is_file()
     assert set(Bundle.load(tmp_path / "b", cache=None).predict(["some text"])[0]) == {"lib2"}
+
+
+def test_task_weighting_is_chance_by_default_or_learned(debian_rows):
+    rows = debian_rows[:64]
+    texts = [r["text"] for r in rows]
+    tasks = {
+        "library": ([r["library"] for r in rows], "binary"),
+        "section": ([r["section"] for r in rows], "multiclass"),
+    }
+    config = ByteConfig(max_bytes=64, embed=8, channels=16, dilations=(1,), heads=0, dims=(8,))
+    _, chance = train_byte_trunk(texts, tasks, config=config, epochs=1)
+    k = len({r["section"] for r in rows})
+    assert chance.task_weights["library"] == pytest.approx(1 / np.log(2))
+    assert chance.task_weights["section"] == pytest.approx(1 / np.log(k))
+    _, learned = train_byte_trunk(texts, tasks, config=config, epochs=2, weighting="uncertainty")
+    assert learned.task_weights["library"] != pytest.approx(1.0)  # learned, moved from exp(0)
+    with pytest.raises(ConfigError, match="weighting must be"):
+        train_byte_trunk(texts, tasks, config=config, weighting="equal")

@@ -52,13 +52,95 @@ if TYPE_CHECKING:
 from .trunks import CompositeTrunk, Trunk, load_trunk
 from .trunks.base import check_texts
 
-__all__ = ["FORMAT_VERSION", "Bundle", "FinetuneSummary", "HeadSummary"]
+__all__ = [
+    "BUILTIN_BUNDLES",
+    "FORMAT_VERSION",
+    "Bundle",
+    "FinetuneSummary",
+    "HeadSummary",
+    "bundle_folder",
+    "bundle_tiers",
+]
 
 FORMAT_VERSION = 1
 BUNDLE_JSON = "bundle.json"
 DATA_DIR = "data"
 HEADS_FILE = "heads.safetensors"
+TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a bundle
+# bundles shipped inside the package (manyheads/models/NAME/), loaded by name
+BUILTIN_BUNDLES = ("content",)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+
+def builtin_root() -> Path:
+    """The folder holding the built-in bundles (``manyheads/models/``)."""
+    return Path(__file__).parent / "models"
+
+
+def bundle_folder(path: str | os.PathLike[str], tier: int | None = None) -> Path:
+    """The folder :meth:`Bundle.load` reads for ``path`` and ``tier``.
+
+    A name in :data:`BUILTIN_BUNDLES` (``"content"``) that is not itself a
+    bundle folder is the built-in bundle of that name. ``tier``: a tier of a
+    byte bundle other than its own is its sub-bundle ``tiers/<tier>/``.
+    """
+    folder = Path(path)
+    name = os.fspath(path)
+    if name in BUILTIN_BUNDLES and not (folder / BUNDLE_JSON).is_file():
+        folder = builtin_root() / name
+        if not (folder / BUNDLE_JSON).is_file():
+            raise BundleError(
+                f"the built-in bundle {name!r} is not installed ({folder} has no {BUNDLE_JSON}), "
+                f"and ./{name} holds no bundle; give a bundle folder"
+            )
+    if tier is None:
+        return folder
+    if not isinstance(tier, int) or isinstance(tier, bool):
+        raise ConfigError(f"tier must be an integer, got {tier!r}")
+    spec = _trunk_spec(folder)
+    if spec.get("type") != "byte":
+        raise ConfigError(
+            f"tier {tier}: only a byte trunk has tiers; the bundle at {folder} has a "
+            f"{spec.get('type')!r} trunk"
+        )
+    if tier == spec.get("tier"):
+        return folder
+    sub = folder / TIERS_DIR / str(tier)
+    if not (sub / BUNDLE_JSON).is_file():
+        tiers = ", ".join(str(t) for t in bundle_tiers(folder))
+        raise ConfigError(f"the bundle at {folder} has no tier {tier}; its tiers: {tiers}")
+    return sub
+
+
+def bundle_tiers(folder: str | os.PathLike[str]) -> list[int]:
+    """The tiers a byte bundle folder can be loaded at: its own and those of its
+    ``tiers/<dim>/`` sub-bundles (empty for other trunks)."""
+    folder = Path(folder)
+    spec = _trunk_spec(folder)
+    if spec.get("type") != "byte":
+        return []
+    tiers = {int(spec["tier"])} if isinstance(spec.get("tier"), int) else set()
+    if (folder / TIERS_DIR).is_dir():
+        for sub in (folder / TIERS_DIR).iterdir():
+            if sub.name.isdigit() and (sub / BUNDLE_JSON).is_file():
+                tiers.add(int(sub.name))
+    return sorted(tiers)
+
+
+def _trunk_spec(folder: Path) -> dict[str, Any]:
+    """The trunk spec a bundle folder's bundle.json names (read without loading it)."""
+    meta_file = folder / BUNDLE_JSON
+    if not meta_file.is_file():
+        raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
+    try:
+        doc = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"cannot read {meta_file}: {exc}") from exc
+    trunk = doc.get("trunk") if isinstance(doc, dict) else None
+    spec = trunk.get("spec") if isinstance(trunk, dict) else None
+    if not isinstance(spec, dict):
+        raise BundleError(f"{meta_file}: 'trunk' needs name, fingerprint, dim and spec")
+    return spec
 
 
 def check_head_name(name: object) -> str:
@@ -303,6 +385,9 @@ class Bundle:
         self._lock = threading.RLock()
         self.path: Path | None = None
         self.generation: str | None = None  # of the bundle.json last loaded or saved
+        # (path relative to the folder, resolved file): the file holding the trunk's
+        # weights when it is another bundle's (a tier's sub-bundle uses its parent's)
+        self._trunk_weights: tuple[str, Path] | None = None
 
     def copy(self) -> Bundle:
         """A bundle sharing this one's trunk, cache and heads, whose head set and kept
@@ -380,6 +465,61 @@ class Bundle:
     @property
     def dim(self) -> int:
         return int(self._trunk_ref["dim"])
+
+    @property
+    def tier(self) -> int | None:
+        """The tier (nested embedding size) a byte trunk serves; ``None`` for other trunks."""
+        spec = self._trunk_ref["spec"]
+        return int(spec["tier"]) if spec.get("type") == "byte" and "tier" in spec else None
+
+    @property
+    def tiers(self) -> list[int]:
+        """The tiers this saved byte bundle can be loaded at (``Bundle.load(path,
+        tier=...)``): its own and those of its ``tiers/`` sub-bundles."""
+        if self.path is None or not (self.path / BUNDLE_JSON).is_file():
+            return [] if self.tier is None else [self.tier]
+        return bundle_tiers(self.path)
+
+    def tier_bundles(self) -> dict[int, Bundle]:
+        """``{tier: bundle}`` of this saved byte bundle's other tiers (``tiers/<dim>/``),
+        loaded with this bundle's cache."""
+        if self.path is None:
+            return {}
+        return {
+            t: Bundle.load(self.path / TIERS_DIR / str(t), cache=self._cache_arg)
+            for t in self.tiers
+            if t != self.tier
+        }
+
+    def save_tiers(self, tiers: Mapping[int, Bundle]) -> dict[int, Path]:
+        """Save bundles of this byte bundle's trunk at other tiers as its sub-bundles
+        (``tiers/<dim>/`` of the folder this bundle was saved to); they use this
+        bundle's ONNX graph file and trunk weights (its ``heads.safetensors``)
+        rather than copies of them. Save this bundle first."""
+        from .trunks.byte import ByteTrunk
+
+        spec = self._trunk_ref["spec"]
+        if self.path is None or spec.get("type") != "byte" or "graph" not in spec:
+            raise BundleError("save_tiers needs a byte bundle that was saved first")
+        out = {}
+        for tier, sub in tiers.items():
+            trunk = sub.trunk
+            if (
+                not isinstance(trunk, ByteTrunk)
+                or trunk.tier != tier
+                or tier == self.tier
+                or trunk.with_tier(int(spec["tier"])).fingerprint != self.trunk_fingerprint
+            ):
+                raise BundleError(
+                    f"tier {tier}: give a bundle on this bundle's byte trunk at tier {tier}"
+                )
+            folder = self.path / TIERS_DIR / str(tier)
+            # the same weights: the parent's graph and weights files, named from tiers/<dim>/
+            trunk.graph, trunk.graph_sha256 = f"../../{spec['graph']}", spec["graph_sha256"]
+            trunk.folder = folder
+            sub._trunk_weights = (f"../../{HEADS_FILE}", (self.path / HEADS_FILE).resolve())
+            out[tier] = sub.save(folder)
+        return out
 
     @property
     def cache(self) -> EmbeddingCache | None:
@@ -905,13 +1045,19 @@ class Bundle:
             self._save_trunk_files(folder)
             generation = uuid.uuid4().hex
             doc = self.to_dict(generation)
+            shared = self._trunk_weights
+            if shared is not None and (folder / shared[0]).resolve() != shared[1]:
+                shared = None  # saved elsewhere: the weights go into this folder
+            if shared is not None:
+                doc["trunk_weights"] = shared[0]
             text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
             tensors: dict[str, np.ndarray] = {}
             for name, (_, ts) in self._state.records.items():
                 for key, arr in ts.items():
                     tensors[f"heads/{name}/{key}"] = arr
-            for key, arr in self._current_trunk_state().items():
-                tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
+            if shared is None:
+                for key, arr in self._current_trunk_state().items():
+                    tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
             self._save_data(folder)
             blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
             atomic_write_bytes(folder / HEADS_FILE, blob)
@@ -919,6 +1065,7 @@ class Bundle:
             self._drop_old_trunks(folder, text)
         self.path = folder
         self.generation = generation
+        self._trunk_weights = shared
         return folder
 
     def _save_trunk_files(self, folder: Path) -> None:
@@ -930,10 +1077,16 @@ class Bundle:
         if not any(p.get("type") == "byte" for p in specs):
             return
         trunk = self.trunk
-        parts = trunk.parts if isinstance(trunk, CompositeTrunk) else [trunk]
+        parts: list[Any] = trunk.parts if isinstance(trunk, CompositeTrunk) else [trunk]
         for part in parts:
-            if hasattr(part, "save_files"):
-                part.save_files(folder)
+            if not hasattr(part, "save_files"):
+                continue
+            graph, home = getattr(part, "graph", None), getattr(part, "folder", None)
+            if graph and home is not None and Path(graph).name != graph:
+                source = Path(home) / graph  # a tier's sub-bundle uses its parent's graph file
+                if source.resolve() != (folder / graph).resolve():
+                    part.graph, part.folder = source.name, source.parent  # saved elsewhere: a copy
+            part.save_files(folder)
         self._trunk_ref = self._reference(trunk)
 
     def _onnx_trunk(self) -> Any:
@@ -1212,12 +1365,19 @@ class Bundle:
         *,
         cache: str | Path | EmbeddingCache | None = _DEFAULT,
         trunk: Trunk | None = None,
+        tier: int | None = None,
     ) -> Bundle:
-        """Load a bundle folder. The trunk is built on first use (or given as ``trunk``)."""
+        """Load a bundle folder. The trunk is built on first use (or given as ``trunk``).
+
+        ``path`` may also name a built-in bundle (``"content"``), see
+        :func:`bundle_folder`. ``tier``: for a byte bundle, the tier (nested
+        embedding size) to answer at; a tier other than the bundle's own loads
+        the sub-bundle fitted at that tier (``tiers/<tier>/``).
+        """
         from safetensors import SafetensorError
         from safetensors.numpy import load as st_load
 
-        folder = Path(path)
+        folder = bundle_folder(path, tier)
         meta_file = folder / BUNDLE_JSON
         if not meta_file.is_file():
             raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
@@ -1246,9 +1406,16 @@ class Bundle:
                 # a save stopped between its two renames: the weights file is newer
                 # and carries the bundle.json it belongs to
                 doc = json.loads(st_meta["bundle_json"])
+        shared = doc.get("trunk_weights") if isinstance(doc, dict) else None
+        if shared is not None:
+            tensors.update(_shared_trunk_weights(folder, shared))
         bundle = cls._from_doc(doc, tensors, folder, cache=cache, trunk=trunk)
         bundle.path = folder
         bundle.generation = doc.get("generation")
+        if shared is not None:
+            bundle._trunk_weights = (shared, (folder / shared).resolve())
+        if tier is not None and bundle.tier != tier:
+            raise BundleError(f"{meta_file}: expected a bundle at tier {tier}, found {bundle.tier}")
         return bundle
 
     @classmethod
@@ -1286,6 +1453,7 @@ class Bundle:
         bundle._lock = threading.RLock()
         bundle.path = folder
         bundle.generation = None
+        bundle._trunk_weights = None
         if trunk is not None:
             if trunk.fingerprint != ref["fingerprint"]:
                 raise FingerprintMismatchError(
@@ -1326,6 +1494,27 @@ class Bundle:
 
     def __repr__(self) -> str:
         return f"Bundle(trunk={self.trunk_name!r}, heads={list(self._state.heads)})"
+
+
+def _shared_trunk_weights(folder: Path, rel: Any) -> dict[str, np.ndarray]:
+    """The ``trunk/`` tensors of the file ``rel`` (a tier's sub-bundle: its parent's
+    ``heads.safetensors``); checked against the fingerprint when the trunk is built."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    where = folder / BUNDLE_JSON
+    if not isinstance(rel, str) or Path(rel).name != HEADS_FILE:
+        raise BundleError(f"{where}: 'trunk_weights' must name a {HEADS_FILE} file, got {rel!r}")
+    try:
+        tensors = load_file(str(folder / rel))
+    except FileNotFoundError:
+        raise BundleError(
+            f"{where}: the trunk weights it uses ({folder / rel}) are missing; a tier's "
+            "bundle stays inside its parent bundle's tiers/ folder (copy the parent whole)"
+        ) from None
+    except (OSError, SafetensorError, ValueError) as exc:
+        raise BundleError(f"cannot read {folder / rel}: {exc}") from exc
+    return {k: v for k, v in tensors.items() if k.startswith("trunk/")}
 
 
 def _safetensors_metadata(blob: bytes) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from . import workflows
+from .bundle import BUILTIN_BUNDLES
 from .errors import ManyheadsError
 
 app = typer.Typer(
@@ -27,6 +28,22 @@ heads_app = typer.Typer(help="List or remove the heads of a bundle.", no_args_is
 app.add_typer(heads_app, name="heads")
 
 BundleOpt = Annotated[Path, typer.Option("--bundle", "-b", help="Bundle folder.")]
+AnyBundleOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--bundle",
+        "-b",
+        help=f"Bundle folder, or a built-in bundle: {', '.join(BUILTIN_BUNDLES)} "
+        f"(default: {workflows.DEFAULT_BUNDLE}).",
+    ),
+]
+TierOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tier",
+        help="Byte bundles: the tier (embedding size) to answer at (default: the bundle's).",
+    ),
+]
 TextFieldOpt = Annotated[str, typer.Option("--text-field", help="Field holding the text.")]
 HeadsOpt = Annotated[
     str | None, typer.Option("--heads", help="Comma-separated subset of heads (default: all).")
@@ -65,6 +82,34 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
     )
+
+
+def _trunk_line(summary: Any) -> str:
+    """The byte trunk's training: time, loss per epoch, learned task weights."""
+    losses = ", ".join(f"{v:.4f}" for v in summary.losses)
+    weights = ", ".join(f"{n} {w:.3f}" for n, w in summary.task_weights.items())
+    return (
+        f"trained byte trunk in {summary.seconds:.1f} s ({summary.epochs} epochs, "
+        f"{summary.steps} steps; loss per epoch: {losses}; task weights: {weights})"
+    )
+
+
+def _tiers_table(tiers: dict[int, list[Any]]) -> str:
+    """Validation metrics of the heads fitted at a byte bundle's other tiers."""
+    rows = [
+        [
+            s.name,
+            tier,
+            s.metrics.get("accuracy"),
+            s.metrics.get("macro_f1"),
+            s.metrics.get("micro_f1"),
+            s.metrics.get("ece"),
+        ]
+        for tier, summaries in tiers.items()
+        for s in summaries
+    ]
+    header = ["head", "tier", "val_acc", "val_macro_f1", "val_micro_f1", "val_ece"]
+    return _table(rows, header)
 
 
 def _summary_table(summaries: list[Any]) -> str:
@@ -120,7 +165,31 @@ def train(
         typer.Option(
             "--trunk",
             help="Trunk of a new bundle: minilm+tfidf (default), minilm, hashing, tfidf, a model "
-            "folder path, or several joined by '+' (with weights: minilm@1+tfidf@0.5).",
+            "folder path, or several joined by '+' (with weights: minilm@1+tfidf@0.5); or byte "
+            "(a byte trunk trained here on the file's tasks).",
+        ),
+    ] = None,
+    tier: Annotated[
+        int | None,
+        typer.Option(
+            "--tier",
+            help="--trunk byte: the tier (one of the trunk's dims) the bundle answers at "
+            "(default: the largest); the other tiers go to BUNDLE/tiers/.",
+        ),
+    ] = None,
+    trunk_epochs: Annotated[
+        int | None,
+        typer.Option(
+            "--trunk-epochs",
+            help=f"--trunk byte: training epochs (default {workflows.BYTE_TRUNK_EPOCHS}).",
+        ),
+    ] = None,
+    byte_config: Annotated[
+        str | None,
+        typer.Option(
+            "--byte-config",
+            help="--trunk byte: the trunk's shape, a JSON object of ByteConfig fields "
+            '(e.g. \'{"channels": 64, "dims": [32, 64]}\').',
         ),
     ] = None,
     label_sep: LabelSepOpt = ",",
@@ -157,7 +226,7 @@ def train(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Train heads from DATA into BUNDLE (created if missing; other heads are kept)."""
-    summaries = workflows.train_file(
+    report = workflows.train_report(
         data,
         bundle,
         task,
@@ -171,11 +240,18 @@ def train(
         head=head,
         thresholds=thresholds,
         seed=seed,
+        tier=tier,
+        trunk_epochs=trunk_epochs,
+        byte_config=byte_config,
         cache_dir=cache_dir,
         no_cache=no_cache,
         progress=True,
+        on_trunk=lambda summary: typer.echo(_trunk_line(summary)),
     )
-    typer.echo(_summary_table(summaries))
+    typer.echo(_summary_table(report.heads))
+    if report.tiers:
+        typer.echo(f"other tiers (the bundle answers at tier {report.tier}; --tier N picks one):")
+        typer.echo(_tiers_table(report.tiers))
     typer.echo(f"saved {bundle}")
 
 
@@ -248,6 +324,7 @@ def eval_(
     label_sep: LabelSepOpt = ",",
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
+    tier: TierOpt = None,
 ) -> None:
     """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped)."""
     metrics, notes = workflows.evaluate_file(
@@ -258,6 +335,7 @@ def eval_(
         label_sep=label_sep,
         cache_dir=cache_dir,
         no_cache=no_cache,
+        tier=tier,
     )
     for note in notes:
         typer.echo(f"note: {note}", err=True)
@@ -282,7 +360,7 @@ def eval_(
 @app.command()
 def predict(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify.")] = None,
-    bundle: BundleOpt = Path("."),
+    bundle: AnyBundleOpt = None,
     input_file: Annotated[
         Path | None,
         typer.Option(
@@ -293,10 +371,16 @@ def predict(
     ] = None,
     text_field: TextFieldOpt = "text",
     heads: HeadsOpt = None,
+    tier: TierOpt = None,
 ) -> None:
     """Print one JSON line per text: every head's answer."""
     for answer in workflows.predict_texts(
-        bundle, texts or [], input_file=input_file, text_field=text_field, heads=_split(heads)
+        bundle or workflows.DEFAULT_BUNDLE,
+        texts or [],
+        input_file=input_file,
+        text_field=text_field,
+        heads=_split(heads),
+        tier=tier,
     ):
         typer.echo(json.dumps(answer, ensure_ascii=False))
 
@@ -318,7 +402,7 @@ def export(
 
 @app.command()
 def serve(
-    bundle: BundleOpt,
+    bundle: AnyBundleOpt = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     api_key_file: Annotated[
@@ -361,15 +445,19 @@ def serve(
     ] = 16.0,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
+    tier: TierOpt = None,
 ) -> None:
     """Serve every head of the bundle over HTTP: POST /v1/predict, head updates
     (PUT/DELETE /v1/heads/NAME, POST /v1/heads/NAME/train), /metrics, a playground at /."""
+    from .bundle import bundle_folder
     from .errors import require
     from .serve import ServeConfig, create_app, load_api_keys
 
     uvicorn = require("uvicorn", "serve")
-    if not (bundle / "bundle.json").is_file():
-        raise ManyheadsError(f"no bundle at {bundle} (missing bundle.json)")
+    name = bundle or Path(workflows.DEFAULT_BUNDLE)
+    folder = bundle_folder(name, tier)
+    if not (folder / "bundle.json").is_file():
+        raise ManyheadsError(f"no bundle at {folder} (missing bundle.json)")
     if not max_body_mb > 0:
         raise ManyheadsError(f"--max-body-mb must be > 0, got {max_body_mb}")
     config = ServeConfig(
@@ -381,10 +469,11 @@ def serve(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         api_keys=tuple(load_api_keys(api_key_file)) if api_key_file is not None else (),
         watch=watch,
+        tier=tier,
     )
     cache = workflows._cache_arg(cache_dir, no_cache)
-    app_ = create_app(bundle, config, cache=cache)
-    typer.echo(f"manyheads: serving {bundle} on http://{host}:{port}", err=True)
+    app_ = create_app(name, config, cache=cache)
+    typer.echo(f"manyheads: serving {folder} on http://{host}:{port}", err=True)
     # idle keep-alive connections stay open 75 s (uvicorn's default is 5 s): a client
     # reusing a pooled connection just as the server closes it sees a reset
     uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_keep_alive=75)

@@ -195,9 +195,14 @@ class ServeConfig:
     api_keys: tuple[str, ...] = ()
     watch: bool = False
     watch_interval: float = 1.0
+    tier: int | None = None  # a byte bundle's heads at this tier (its tiers/<tier>/)
 
     def __post_init__(self) -> None:
         check_batching(self.max_batch, self.max_wait_ms)
+        if self.tier is not None and (
+            not isinstance(self.tier, int) or isinstance(self.tier, bool) or self.tier < 1
+        ):
+            raise ConfigError(f"tier must be a positive integer, got {self.tier!r}")
         for name in ("max_texts", "max_chars", "max_body_bytes", "max_train_texts"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -254,8 +259,12 @@ class Service:
     async def start(self) -> None:
         from ..bundle import Bundle
 
-        bundle = await asyncio.to_thread(Bundle.load, self.path, cache=self.cache)
+        bundle = await asyncio.to_thread(
+            Bundle.load, self.path, cache=self.cache, tier=self.config.tier
+        )
         await asyncio.to_thread(_warm, bundle)
+        assert bundle.path is not None
+        self.path = bundle.path  # a built-in bundle's folder, a tier's sub-bundle
         self.bundle, self.generation = bundle, bundle.generation
         self.write_lock = asyncio.Lock()
         window = self.config.max_chars if self.config.long_texts == "window" else None
@@ -446,10 +455,11 @@ def create_app(
     cache: Any = _DEFAULT_CACHE,
     **options: Any,
 ) -> Any:
-    """The service for the bundle at ``bundle_path`` (loaded once, in the lifespan).
+    """The service for the bundle at ``bundle_path`` (loaded once, in the lifespan;
+    a built-in bundle's name works too, see ``Bundle.load``).
 
     ``config`` (or its fields as keyword arguments) sets limits, batching, API
-    keys and ``watch``; ``cache`` is the embedding cache used to train heads.
+    keys, ``watch`` and ``tier``; ``cache`` is the embedding cache used to train heads.
     """
     fastapi = require("fastapi", "serve")
     require("prometheus_client", "serve")

@@ -144,6 +144,11 @@ def _from_name(name: str) -> Trunk:
     path = Path(name).expanduser()
     if path.is_dir():
         return TransformerTrunk(path)
+    if name == "byte":
+        raise ManyheadsError(
+            "a byte trunk is trained on labelled texts, not loaded by name: use "
+            "train_byte_trunk, or `manyheads train DATA -b NEW_BUNDLE --trunk byte`"
+        )
     raise ManyheadsError(
         f"unknown trunk {name!r}: give one of {', '.join(TRUNK_NAMES)}, the path of a local "
         "model folder, or several joined by '+'"

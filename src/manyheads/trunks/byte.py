@@ -14,9 +14,10 @@ deliberately: a text longer than ``max_bytes`` is read as its first and last
 what it is, the tail often too), never silently cut at the end.
 
 Training (:func:`train_byte_trunk`) fits the trunk jointly with one linear
-head per task and per nested dimension (the Matryoshka loss), the tasks'
-losses weighted by learned uncertainty (``exp(-s) * loss + s`` per task), so a
-50-way task does not drown a binary one. The training heads are dropped
+head per task and per nested dimension (the Matryoshka loss), each task's
+loss divided by its loss at chance (``log K`` for K classes, ``log 2`` per
+label), so a 50-way task does not drown a binary one, nor an easy task a hard
+one (``weighting="uncertainty"``: learned ``exp(-s) * loss + s`` instead). The training heads are dropped
 afterwards: heads are fitted on the frozen trunk like on any other
 (``Bundle.fit_head``), from cached vectors.
 
@@ -46,33 +47,49 @@ VOCAB = 258
 
 @dataclass(frozen=True)
 class ByteConfig:
-    """Shape of a byte trunk (everything that changes its vectors besides weights)."""
+    """Shape of a byte trunk (everything that changes its vectors besides weights).
+
+    ``stride``: the stem convolution (``stem`` bytes wide) steps this many bytes, so
+    the blocks run on ``max_bytes / stride`` positions; ``heads`` = 0 leaves out
+    the attention layer.
+    """
 
     max_bytes: int = 1024
-    embed: int = 64
-    channels: int = 128
+    embed: int = 32
+    channels: int = 96
+    stride: int = 8
+    stem: int = 16
     dilations: tuple[int, ...] = (1, 2, 4, 8)
     kernel: int = 5
-    heads: int = 4
+    heads: int = 2
     dims: tuple[int, ...] = (32, 64, 128, 256)
-    downsample: int = 1  # > 1: one full-resolution block, then a strided convolution
+    ngrams: int = 0  # > 0: also embed hashed byte 2- and 3-grams into this many buckets
 
     def __post_init__(self) -> None:
         ints = {"max_bytes": self.max_bytes, "embed": self.embed, "channels": self.channels}
-        more = {"kernel": self.kernel, "heads": self.heads, "downsample": self.downsample}
-        for name, value in {**ints, **more}.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"byte trunk {name} must be a positive integer, got {value!r}")
+        more = {"kernel": self.kernel, "stride": self.stride, "stem": self.stem}
+        for name, value in {**ints, **more, "heads": self.heads, "ngrams": self.ngrams}.items():
+            low = 0 if name in ("heads", "ngrams") else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                kind = "a non-negative" if low == 0 else "a positive"
+                raise ConfigError(f"byte trunk {name} must be {kind} integer, got {value!r}")
         if self.max_bytes < 16:
             raise ConfigError(f"byte trunk max_bytes must be >= 16, got {self.max_bytes}")
         if self.kernel % 2 == 0:
             raise ConfigError(f"byte trunk kernel must be odd, got {self.kernel}")
-        if self.channels % self.heads:
+        if self.stem < self.stride or (self.stem - self.stride) % 2:
+            raise ConfigError(
+                "byte trunk stem must be >= stride and differ from it by an even number, "
+                f"got stem={self.stem}, stride={self.stride}"
+            )
+        if self.heads and self.channels % self.heads:
             raise ConfigError("byte trunk channels must be a multiple of heads")
         dims = tuple(self.dims)
         if not dims or list(dims) != sorted(set(dims)) or dims[0] < 1:
             raise ConfigError(f"byte trunk dims must be increasing positive sizes, got {dims}")
-        if not self.dilations or any(d < 1 for d in self.dilations):
+        if not self.dilations or any(
+            not isinstance(d, int) or isinstance(d, bool) or d < 1 for d in self.dilations
+        ):
             raise ConfigError(f"byte trunk dilations must be positive, got {self.dilations}")
 
     def to_json(self) -> dict[str, Any]:
@@ -124,70 +141,78 @@ def expected_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
     c, e, d = config.channels, config.embed, config.dims[-1]
     shapes: dict[str, tuple[int, ...]] = {
         "embed.weight": (VOCAB, e),
-        "inp.weight": (c, e),
-        "inp.bias": (c,),
+        **({"ngram.weight": (config.ngrams, e)} if config.ngrams else {}),
+        "stem.weight": (c, e, config.stem),
+        "stem.bias": (c,),
     }
-    if config.downsample > 1:
-        shapes["front.conv.weight"] = (c, c, config.kernel)
-        shapes["front.conv.bias"] = (c,)
-        shapes["front.norm.weight"] = (c,)
-        shapes["front.norm.bias"] = (c,)
-        shapes["down.weight"] = (c, c, config.downsample)
-        shapes["down.bias"] = (c,)
     for i in range(len(config.dilations)):
-        shapes[f"blocks.{i}.conv.weight"] = (c, c, config.kernel)
-        shapes[f"blocks.{i}.conv.bias"] = (c,)
+        shapes[f"blocks.{i}.depth.weight"] = (c, 1, config.kernel)
+        shapes[f"blocks.{i}.depth.bias"] = (c,)
+        shapes[f"blocks.{i}.point.weight"] = (c, c, 1)
+        shapes[f"blocks.{i}.point.bias"] = (c,)
         shapes[f"blocks.{i}.norm.weight"] = (c,)
         shapes[f"blocks.{i}.norm.bias"] = (c,)
-    shapes.update(
-        {
-            "attn.in_proj_weight": (3 * c, c),
-            "attn.in_proj_bias": (3 * c,),
-            "attn.out_proj.weight": (c, c),
-            "attn.out_proj.bias": (c,),
-            "attn_norm.weight": (c,),
-            "attn_norm.bias": (c,),
-            "out.weight": (d, 3 * c),
-            "out.bias": (d,),
-        }
-    )
+    if config.heads:
+        shapes.update(
+            {
+                "attn.in_proj_weight": (3 * c, c),
+                "attn.in_proj_bias": (3 * c,),
+                "attn.out_proj.weight": (c, c),
+                "attn.out_proj.bias": (c,),
+                "attn_norm.weight": (c,),
+                "attn_norm.bias": (c,),
+            }
+        )
+    shapes["out.weight"] = (d, 3 * c)
+    shapes["out.bias"] = (d,)
     return shapes
 
 
 def _build_module(config: ByteConfig) -> Any:
     torch = require("torch", "transformers")
     nn = torch.nn
+    f = nn.functional
 
-    class ConvBlock(nn.Module):  # type: ignore[name-defined]
+    class Block(nn.Module):  # type: ignore[name-defined]
+        """Residual depthwise-separable convolution: a dilated per-channel filter, then a
+        1x1 mix of channels, layer norm, GELU."""
+
         def __init__(self, channels: int, kernel: int, dilation: int) -> None:
             super().__init__()
-            self.conv = nn.Conv1d(
-                channels, channels, kernel, padding=dilation * (kernel // 2), dilation=dilation
+            pad = dilation * (kernel // 2)
+            self.depth = nn.Conv1d(
+                channels, channels, kernel, padding=pad, dilation=dilation, groups=channels
             )
+            self.point = nn.Conv1d(channels, channels, 1)
             self.norm = nn.LayerNorm(channels)
 
-        def forward(self, x: Any, mask: Any) -> Any:  # x: B x L x C
-            y = self.conv((x * mask).transpose(1, 2)).transpose(1, 2)
-            return x + torch.nn.functional.gelu(self.norm(y))
+        def forward(self, x: Any, mask: Any) -> Any:  # x: B x C x L, mask: B x 1 x L
+            y = self.point(self.depth(x * mask))
+            return x + f.gelu(self.norm(y.transpose(1, 2)).transpose(1, 2))
 
     class ByteEncoder(nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             c = config.channels
             self.embed = nn.Embedding(VOCAB, config.embed, padding_idx=PAD)
-            self.inp = nn.Linear(config.embed, c)
-            if config.downsample > 1:
-                self.front = ConvBlock(c, config.kernel, 1)
-                self.down = nn.Conv1d(c, c, config.downsample, stride=config.downsample)
-            self.blocks = nn.ModuleList(ConvBlock(c, config.kernel, d) for d in config.dilations)
-            self.attn = nn.MultiheadAttention(c, config.heads, batch_first=True)
-            self.attn_norm = nn.LayerNorm(c)
+            if config.ngrams:
+                self.ngram = nn.Embedding(config.ngrams, config.embed)
+            self.stem = nn.Conv1d(
+                config.embed,
+                c,
+                config.stem,
+                stride=config.stride,
+                padding=(config.stem - config.stride) // 2,
+            )
+            self.blocks = nn.ModuleList(Block(c, config.kernel, d) for d in config.dilations)
+            if config.heads:
+                self.attn = nn.MultiheadAttention(c, config.heads, batch_first=True)
+                self.attn_norm = nn.LayerNorm(c)
             self.out = nn.Linear(3 * c, config.dims[-1])
 
         def _attend(self, x: Any, keep: Any) -> Any:
-            """Multi-head self-attention over the non-padding bytes, written out with the
-            weights of ``self.attn`` (its fused kernel does not export to ONNX)."""
-            f = torch.nn.functional
+            """Multi-head self-attention over the non-padding positions, written out with
+            the weights of ``self.attn`` (its fused kernel does not export to ONNX)."""
             b, n, c = x.shape
             h = config.heads
             q, k, v = f.linear(x, self.attn.in_proj_weight, self.attn.in_proj_bias).chunk(3, -1)
@@ -197,18 +222,28 @@ def _build_module(config: ByteConfig) -> Any:
             out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c)
             return f.linear(out, self.attn.out_proj.weight, self.attn.out_proj.bias)
 
-        def forward(self, ids: Any) -> Any:
-            keep = ids != PAD  # B x L
-            mask = keep.unsqueeze(-1).to(torch.float32)
-            x = self.inp(self.embed(ids))
-            if config.downsample > 1:  # ids are padded to a multiple of downsample
-                x = self.front(x, mask)
-                x = self.down((x * mask).transpose(1, 2)).transpose(1, 2)
-                keep = keep.reshape(keep.shape[0], -1, config.downsample).any(-1)
-                mask = keep.unsqueeze(-1).to(torch.float32)
+        def _embed(self, ids: Any) -> Any:
+            x = self.embed(ids)
+            if config.ngrams:  # hashed 2- and 3-grams ending at each byte (0 before the text)
+                one = f.pad(ids, (1, 0))[:, :-1]
+                two = f.pad(ids, (2, 0))[:, :-2]
+                bi = (one * 7919 + ids * 31 + 1) % config.ngrams
+                tri = (two * 104729 + one * 7919 + ids * 31 + 2) % config.ngrams
+                real = (ids != PAD).unsqueeze(-1).to(x.dtype)
+                x = x + (self.ngram(bi) + self.ngram(tri)) * real
+            return x
+
+        def forward(self, ids: Any) -> Any:  # ids are padded to a multiple of the stride
+            x = self.stem(self._embed(ids).transpose(1, 2))  # B x C x L/stride
+            keep = (ids != PAD).reshape(ids.shape[0], -1, config.stride).any(-1)
+            mask = keep.unsqueeze(1).to(x.dtype)
             for block in self.blocks:
                 x = block(x, mask)
-            x = self.attn_norm(x + self._attend(x, keep)) * mask
+            x = x.transpose(1, 2)  # B x L x C
+            mask = mask.transpose(1, 2)
+            if config.heads:
+                x = self.attn_norm(x + self._attend(x, keep))
+            x = x * mask
             n = mask.sum(1).clamp(min=1.0)
             mean = x.sum(1) / n
             var = ((x - mean.unsqueeze(1)) ** 2 * mask).sum(1) / n
@@ -230,16 +265,22 @@ class ByteTrainSummary:
     task_weights: dict[str, float] = field(default_factory=dict)  # exp(-s) at the end
 
 
-def _targets(name: str, labels: Sequence[Any], kind: str) -> tuple[np.ndarray, list[Any]]:
-    """Class indices (multiclass / binary) or a 0/1 matrix (multilabel), and the classes."""
+def _targets(
+    name: str, labels: Sequence[Any], kind: str
+) -> tuple[np.ndarray, list[Any], np.ndarray]:
+    """Class indices (multiclass / binary) or a 0/1 matrix (multilabel), the classes, and
+    which rows have a label (``None`` = this text is not labelled for this task)."""
     if kind not in KINDS:
         raise ConfigError(f"task {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    present = np.array([v is not None for v in labels], dtype=bool)
+    if not present.any():
+        raise DataError(f"task {name!r}: no text has a label")
     if kind == "multilabel":
         sets = []
         for i, v in enumerate(labels):
-            if not isinstance(v, list | tuple | set | frozenset):
+            if v is not None and not isinstance(v, list | tuple | set | frozenset):
                 raise DataError(f"task {name!r}: label #{i} must be a list of labels")
-            sets.append({str(x) for x in v})
+            sets.append({str(x) for x in v} if v is not None else set())
         classes = sorted(set().union(*sets))
         if not classes:
             raise DataError(f"task {name!r}: no label at all")
@@ -247,13 +288,29 @@ def _targets(name: str, labels: Sequence[Any], kind: str) -> tuple[np.ndarray, l
         y = np.zeros((len(sets), len(classes)), dtype=np.float32)
         for i, s in enumerate(sets):
             y[i, [index[c] for c in s]] = 1.0
-        return y, list(classes)
-    values = [str(v) for v in labels]
-    classes = sorted(set(values))
+        return y, list(classes), present
+    values = [str(v) if v is not None else None for v in labels]
+    classes = sorted({v for v in values if v is not None})
     if len(classes) < 2:
         raise DataError(f"task {name!r}: needs at least two classes, got {classes}")
     index = {c: j for j, c in enumerate(classes)}
-    return np.array([index[v] for v in values], dtype=np.int64), list(classes)
+    y = np.array([index[v] if v is not None else -100 for v in values], dtype=np.int64)
+    return y, list(classes), present
+
+
+def _length_batches(
+    lengths: np.ndarray, batch_size: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Shuffled batches of texts of similar length (less padding): shuffle, sort within
+    windows of 50 batches, cut, shuffle the batches."""
+    order = rng.permutation(len(lengths))
+    window = batch_size * 50
+    batches = []
+    for start in range(0, len(order), window):
+        part = order[start : start + window]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def train_byte_trunk(
@@ -265,14 +322,17 @@ def train_byte_trunk(
     batch_size: int = 64,
     lr: float = 2e-3,
     seed: int = 0,
+    weighting: str = "chance",
     threads: int | None = None,
     progress: bool = False,
 ) -> tuple[ByteTrunk, ByteTrainSummary]:
-    """Train a byte trunk on ``texts`` jointly for ``tasks`` (``{name: (labels, kind)}``).
+    """Train a byte trunk on ``texts`` jointly for ``tasks`` (``{name: (labels, kind)}``;
+    a label may be ``None``: that text does not count for that task).
 
     Every task gets one linear head per nested dimension; its loss is the
-    mean over dimensions (Matryoshka), tasks are weighted by learned
-    uncertainty. AdamW with a one-cycle learning rate. Returns the trunk (its
+    mean over dimensions (Matryoshka), divided by the task's loss at chance
+    (``weighting="chance"``) or weighted by learned uncertainty
+    (``"uncertainty"``, which favours easy tasks). AdamW with a one-cycle learning rate. Returns the trunk (its
     training heads dropped) and a summary.
     """
     import time
@@ -289,6 +349,8 @@ def train_byte_trunk(
             raise DataError(f"task {name!r}: give (labels, kind)")
         if len(value[0]) != len(texts):
             raise DataError(f"task {name!r}: {len(value[0])} labels for {len(texts)} texts")
+    if weighting not in ("chance", "uncertainty"):
+        raise ConfigError(f"weighting must be 'chance' or 'uncertainty', got {weighting!r}")
     if epochs < 1 or batch_size < 1 or not lr > 0:
         raise ConfigError("epochs and batch_size must be positive, lr > 0")
     targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
@@ -296,24 +358,28 @@ def train_byte_trunk(
     t0 = time.perf_counter()
     if threads:
         torch.set_num_threads(threads)
-    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     model = _build_module(config)
     nn = torch.nn
     heads = nn.ModuleDict(
         {
             n: nn.ModuleList(nn.Linear(d, len(classes)) for d in config.dims)
-            for n, (_, classes) in targets.items()
+            for n, (_, classes, _) in targets.items()
         }
     )
-    log_var = nn.Parameter(torch.zeros(len(targets)))
+    log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=weighting == "uncertainty")
+    chance = {
+        n: math.log(2.0) if kinds[n] == "multilabel" else math.log(len(classes))
+        for n, (_, classes, _) in targets.items()
+    }
     params = [*model.parameters(), *heads.parameters(), log_var]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     steps_per_epoch = math.ceil(len(texts) / batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.1
     )
-    ids_all, lengths = byte_ids(texts, config.max_bytes, config.downsample)
+    ids_all, lengths = byte_ids(texts, config.max_bytes, config.stride)
     names = list(targets)
     from .._progress import progress_bar
 
@@ -321,19 +387,22 @@ def train_byte_trunk(
     model.train()
     with progress_bar(total=epochs * steps_per_epoch, desc="byte trunk", enabled=progress) as bar:
         for _ in range(epochs):
-            order = torch.randperm(len(texts), generator=gen).numpy()
             total = 0.0
-            for start in range(0, len(texts), batch_size):
-                rows = order[start : start + batch_size]
+            for rows in _length_batches(lengths, batch_size, rng):
                 width = int(lengths[rows].max())
                 ids = torch.from_numpy(ids_all[rows, :width])
                 emb = model(ids)
                 loss = torch.zeros(())
                 for k, name in enumerate(names):
-                    y = torch.from_numpy(targets[name][0][rows])
+                    y_all, _, present_all = targets[name]
+                    present = present_all[rows]
+                    if not present.any():
+                        continue
+                    y = torch.from_numpy(y_all[rows[present]])
+                    sub = emb[torch.from_numpy(present)]
                     task_loss = torch.zeros(())
                     for d, head in zip(config.dims, heads[name], strict=True):
-                        logits = head(emb[:, :d])
+                        logits = head(sub[:, :d])
                         if kinds[name] == "multilabel":
                             task_loss = task_loss + nn.functional.binary_cross_entropy_with_logits(
                                 logits, y
@@ -341,7 +410,10 @@ def train_byte_trunk(
                         else:
                             task_loss = task_loss + nn.functional.cross_entropy(logits, y)
                     task_loss = task_loss / len(config.dims)
-                    loss = loss + torch.exp(-log_var[k]) * task_loss + log_var[k]
+                    if weighting == "chance":
+                        loss = loss + task_loss / chance[name]
+                    else:
+                        loss = loss + torch.exp(-log_var[k]) * task_loss + log_var[k]
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -353,7 +425,10 @@ def train_byte_trunk(
             summary.losses.append(total / len(texts))
     model.eval()
     summary.seconds = time.perf_counter() - t0
-    summary.task_weights = {n: float(torch.exp(-log_var[k]).detach()) for k, n in enumerate(names)}
+    summary.task_weights = {
+        n: 1.0 / chance[n] if weighting == "chance" else float(torch.exp(-log_var[k]).detach())
+        for k, n in enumerate(names)
+    }
     state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
     return ByteTrunk(config, state=state), summary
 
@@ -473,7 +548,7 @@ class ByteTrunk:
         module = self._ensure()
         buf = io.BytesIO()
         example = torch.from_numpy(
-            byte_ids(["example text", "x"], self.config.max_bytes, self.config.downsample)[0]
+            byte_ids(["example text", "x"], self.config.max_bytes, self.config.stride)[0]
         )
         import warnings
 
@@ -520,7 +595,7 @@ class ByteTrunk:
         texts = check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        ids, lengths = byte_ids(texts, self.config.max_bytes, self.config.downsample)
+        ids, lengths = byte_ids(texts, self.config.max_bytes, self.config.stride)
         order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
         out = np.empty((len(texts), self.tier), dtype=np.float32)
         size = batch_size or self.batch_size

@@ -1,0 +1,212 @@
+"""The built-in `content` bundle next to TF-IDF + LogisticRegression and `minilm` heads,
+per head, on the same grouped test split.
+
+    .venv/bin/python scripts/build_content_bundle.py --rows bench/.cache/content_rows.jsonl.gz
+    .venv/bin/python bench/content_eval.py [--json bench/results/content_eval.json]
+
+Rows and split come from the build (``--rows``): train 70% / validation 15% /
+test 15% by group (source file, program, package family). Every system is
+trained on the train part and scored on the test part:
+
+- ``content`` (byte trunk, every tier the bundle holds heads for);
+- TF-IDF + LogisticRegression, one model per head: word n-grams (1-2) and
+  character n-grams (1-4, within word boundaries), sublinear tf, 200,000
+  features at most, C=10 (multilabel risk: one binary model per label);
+- `minilm` heads (all-MiniLM-L6-v2 int8 ONNX trunk, linear heads fitted like the
+  bundle's, C auto) trained on a random 12,000 rows of the train part (the
+  trunk encodes ~100 texts/s here), on the whole test part.
+
+Scores: code_language accuracy (all rows; code rows only), language accuracy on
+real (not generated) texts of >= 20 characters (the bar: 95%) and on all real
+ones, kind accuracy, risk micro-F1 and per-label F1, the share of real clean
+texts given any risk label.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import content_data as cd  # noqa: E402
+
+HEADS = {"code_language": "multiclass", "language": "multiclass", "kind": "multiclass"}
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def score(rows: list[dict[str, Any]], pred: dict[str, list[Any]]) -> dict[str, Any]:
+    """``pred``: per head, one answer per row (a label; a list of labels for risk)."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    out: dict[str, Any] = {}
+    if "code_language" in pred:
+        p = pred["code_language"]
+        code = [i for i, r in enumerate(rows) if r["kind"] == "code"]
+        out["code_language"] = accuracy_score([r["code_language"] for r in rows], p)
+        out["code_language_on_code"] = accuracy_score(
+            [rows[i]["code_language"] for i in code], [p[i] for i in code]
+        )
+    if "language" in pred:
+        p = pred["language"]
+        # real texts only: a generated row is mostly its secret
+        real = [i for i, r in enumerate(rows) if r["language"] and not r["generated"]]
+        long = [i for i in real if len(rows[i]["text"]) >= 20]
+        every = real
+        out["language_20"] = accuracy_score(
+            [rows[i]["language"] for i in long], [p[i] for i in long]
+        )
+        out["language_all"] = accuracy_score(
+            [rows[i]["language"] for i in every], [p[i] for i in every]
+        )
+    if "kind" in pred:
+        out["kind"] = accuracy_score([r["kind"] for r in rows], pred["kind"])
+    if "risk" in pred:
+        want = np.array([[k in r["risk"] for k in cd.RISKS] for r in rows])
+        got = np.array([[k in p for k in cd.RISKS] for p in pred["risk"]])
+        out["risk_micro_f1"] = f1_score(want, got, average="micro", zero_division=0)
+        out["risk_f1"] = {
+            k: f1_score(want[:, j], got[:, j], zero_division=0) for j, k in enumerate(cd.RISKS)
+        }
+        clean = [i for i, r in enumerate(rows) if not r["generated"] and not r["risk"]]
+        out["risk_false_alarms_real"] = float(np.mean([bool(pred["risk"][i]) for i in clean]))
+    return out
+
+
+def tfidf_lr(train: list[dict], test: list[dict], analyzer: str) -> tuple[dict, float]:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    t0 = time.perf_counter()
+    if analyzer == "word":
+        vec = TfidfVectorizer(
+            ngram_range=(1, 2), sublinear_tf=True, max_features=200_000,
+            token_pattern=r"(?u)\b\w+\b|[^\w\s]",
+        )  # fmt: skip
+    else:
+        vec = TfidfVectorizer(
+            analyzer="char_wb", ngram_range=(1, 4), sublinear_tf=True, max_features=200_000
+        )
+    Xtr = vec.fit_transform([r["text"] for r in train])
+    Xte = vec.transform([r["text"] for r in test])
+    pred: dict[str, list[Any]] = {}
+    for name in HEADS:
+        rows = [i for i, r in enumerate(train) if r[name] is not None]
+        clf = LogisticRegression(C=10.0, max_iter=300)
+        clf.fit(Xtr[rows], [train[i][name] for i in rows])
+        pred[name] = list(clf.predict(Xte))
+    risk = [[] for _ in test]
+    for k in cd.RISKS:
+        y = np.array([k in r["risk"] for r in train])
+        clf = LogisticRegression(C=10.0, max_iter=300).fit(Xtr, y)
+        for i in np.flatnonzero(clf.predict(Xte)):
+            risk[i].append(k)
+    pred["risk"] = risk
+    return pred, time.perf_counter() - t0
+
+
+def bundle_pred(bundle: Any, test: list[dict]) -> tuple[dict, float]:
+    t0 = time.perf_counter()
+    answers = bundle.predict([r["text"] for r in test])
+    seconds = time.perf_counter() - t0
+    pred = {n: [a[n]["label"] for a in answers] for n in HEADS}
+    pred["risk"] = [a["risk"]["labels"] for a in answers]
+    return pred, seconds
+
+
+def minilm(train: list[dict], val: list[dict], test: list[dict], n: int) -> tuple[dict, float]:
+    from _common import CACHE_DIR
+
+    from manyheads import Bundle
+    from manyheads.cache import EmbeddingCache
+
+    random.Random(0).shuffle(train := train[:])
+    train = train[:n]
+    t0 = time.perf_counter()
+    bundle = Bundle(trunk="minilm", cache=EmbeddingCache(CACHE_DIR / "embeddings.sqlite"))
+    for name, kind in {**HEADS, "risk": "multilabel"}.items():
+        tr = [r for r in train if r[name] is not None]
+        va = [r for r in val if r[name] is not None][:3000]
+        bundle.fit_head(
+            name, [r["text"] for r in tr], [r[name] for r in tr], kind=kind,
+            val_texts=[r["text"] for r in va], val_labels=[r[name] for r in va],
+            C="auto", thresholds="f1", keep_data=False,
+        )  # fmt: skip
+    pred, _ = bundle_pred(bundle, test)
+    return pred, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rows", type=Path, default=HERE / ".cache" / "content_rows.jsonl.gz")
+    ap.add_argument("--bundle", default="content")
+    ap.add_argument("--minilm-train", type=int, default=12_000)
+    ap.add_argument("--no-minilm", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    from _common import machine, write_json
+
+    from manyheads import Bundle
+
+    rows = read_rows(args.rows)
+    part = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
+    print(f"machine: {machine()}")
+    print({s: len(v) for s, v in part.items()}, flush=True)
+    results: dict[str, Any] = {"machine": machine(), "n": {s: len(v) for s, v in part.items()}}
+    systems: dict[str, Any] = {}
+    main_bundle = Bundle.load(args.bundle, cache=None)
+    tiers = [main_bundle.trunk.dim, *sorted(getattr(main_bundle, "tiers", []) or [])]
+    for tier in dict.fromkeys(tiers):
+        b = main_bundle if tier == main_bundle.trunk.dim else Bundle.load(args.bundle, tier=tier)
+        pred, sec = bundle_pred(b, part["test"])
+        systems[f"content (tier {tier})"] = {**score(part["test"], pred), "seconds": sec}
+        print(f"content tier {tier}: done", flush=True)
+    for analyzer in ("word", "char"):
+        pred, sec = tfidf_lr(part["train"], part["test"], analyzer)
+        systems[f"TF-IDF {analyzer} + LR"] = {**score(part["test"], pred), "seconds": sec}
+        print(f"tfidf {analyzer}: {sec:.0f} s", flush=True)
+    if not args.no_minilm:
+        pred, sec = minilm(part["train"], part["val"], part["test"], args.minilm_train)
+        systems[f"minilm heads ({args.minilm_train} train rows)"] = {
+            **score(part["test"], pred),
+            "seconds": sec,
+        }
+    results["systems"] = systems
+    cols = [
+        ("code_language", "code_lang"),
+        ("code_language_on_code", "code_lang (code)"),
+        ("language_20", "language >=20ch"),
+        ("language_all", "language all"),
+        ("kind", "kind"),
+        ("risk_micro_f1", "risk micro-F1"),
+        ("risk_false_alarms_real", "risk false alarms"),
+    ]
+    print(f"\n{'system':34s} " + " ".join(f"{c[1]:>17s}" for c in cols))
+    for name, s in systems.items():
+        print(f"{name:34s} " + " ".join(f"{s[c[0]]:17.3f}" for c in cols))
+    print("\nrisk F1 per label")
+    print(f"{'system':34s} " + " ".join(f"{k:>11s}" for k in cd.RISKS))
+    for name, s in systems.items():
+        print(f"{name:34s} " + " ".join(f"{s['risk_f1'][k]:11.3f}" for k in cd.RISKS))
+    write_json(args.json, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Build the built-in ``content`` bundle (``src/manyheads/models/content``).
+
+    .venv/bin/python scripts/build_content_bundle.py [--shared ../shared/data]
+
+Reads the shared corpora (code, gettext, Debian descriptions) and real files of
+the Debian system it runs on (/etc, /usr/share/doc, /usr/share/man, /var/log,
+...), see ``scripts/content_data.py`` for what becomes which label. Splits the
+rows by group into train (70%) / validation (15%) / test (15%); trains the byte
+trunk on the train part with all four tasks at once; fits the bundle's heads
+on the train part with the validation part for calibration and thresholds;
+reports accuracy on the test part; saves the bundle atomically. The same seed
+on the same data gives the same rows and split (training on CPU is seeded too).
+
+``--rows PATH`` also writes the labelled rows with their split (gzipped JSON
+lines) for ``bench/content_eval.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import content_data as cd  # noqa: E402
+
+from manyheads import Bundle  # noqa: E402
+from manyheads.trunks.byte import ByteConfig, train_byte_trunk  # noqa: E402
+
+SYSTEM_ROOTS = [
+    "/etc",
+    "/usr/share/doc",
+    "/usr/share/man",
+    "/usr/share/common-licenses",
+    "/usr/share/misc",
+    "/usr/share/zoneinfo",
+    "/usr/share/iso-codes",
+    "/var/log",
+]
+TASKS = {
+    "code_language": "multiclass",
+    "language": "multiclass",
+    "kind": "multiclass",
+    "risk": "multilabel",
+}
+
+
+def evaluate(bundle: Bundle, rows: list[dict]) -> dict:
+    """Per-head test scores (language also on texts of >= 20 characters)."""
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+
+    texts = [r["text"] for r in rows]
+    answers = bundle.predict(texts)
+    out: dict = {}
+    for name in ("code_language", "kind"):
+        got = [a[name]["label"] for a in answers]
+        want = [r[name] for r in rows]
+        out[name] = {"accuracy": accuracy_score(want, got), "n": len(want)}
+    code = [i for i, r in enumerate(rows) if r["kind"] == "code"]
+    out["code_language"]["accuracy_on_code"] = accuracy_score(
+        [rows[i]["code_language"] for i in code],
+        [answers[i]["code_language"]["label"] for i in code],
+    )
+    # language: real texts only (a generated row is mostly its secret)
+    lang = [
+        i
+        for i, r in enumerate(rows)
+        if r["language"] is not None and len(r["text"]) >= 20 and not r["generated"]
+    ]
+    out["language"] = {
+        "accuracy_20_chars": accuracy_score(
+            [rows[i]["language"] for i in lang], [answers[i]["language"]["label"] for i in lang]
+        ),
+        "n_20_chars": len(lang),
+    }
+    every = [i for i, r in enumerate(rows) if r["language"] is not None and not r["generated"]]
+    out["language"]["accuracy_all"] = accuracy_score(
+        [rows[i]["language"] for i in every], [answers[i]["language"]["label"] for i in every]
+    )
+    risks = list(cd.RISKS)
+    clean = [i for i, r in enumerate(rows) if not r["generated"] and not r["risk"]]
+    want_m = np.array([[k in r["risk"] for k in risks] for r in rows])
+    got_m = np.array([[k in a["risk"]["labels"] for k in risks] for a in answers])
+    out["risk"] = {
+        "micro_f1": f1_score(want_m, got_m, average="micro", zero_division=0),
+        "per_label": {
+            k: {
+                "precision": precision_score(want_m[:, j], got_m[:, j], zero_division=0),
+                "recall": recall_score(want_m[:, j], got_m[:, j], zero_division=0),
+                "f1": f1_score(want_m[:, j], got_m[:, j], zero_division=0),
+            }
+            for j, k in enumerate(risks)
+        },
+        "false_alarm_rate_on_real_clean": float(
+            np.mean([bool(answers[i]["risk"]["labels"]) for i in clean])
+        ),
+    }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
+    p.add_argument("--out", type=Path, default=ROOT / "src" / "manyheads" / "models" / "content")
+    p.add_argument("--rows", type=Path, default=None, help="also write the labelled rows here")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--head-rows", type=int, default=40_000)
+    p.add_argument("--tier", type=int, default=None, help="tier the heads use (default: largest)")
+    p.add_argument("--config", default='{"ngrams": 8192}', help="ByteConfig fields as JSON")
+    p.add_argument("--limit", type=int, default=None, help="use only this many rows (trial runs)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    t0 = time.perf_counter()
+    roots = [Path(r) for r in SYSTEM_ROOTS if Path(r).is_dir()]
+    rows = cd.collect(args.shared, roots, seed=args.seed)
+    if args.limit:
+        rows = rows[: args.limit]
+    for r in rows:
+        r["split"] = cd.split_of(r["group"], args.seed)
+    info = cd.summary(rows)
+    print(f"{len(rows)} rows ({info['generated']} generated) in {time.perf_counter() - t0:.0f} s")
+    if args.rows:
+        args.rows.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(args.rows, "wt", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    part = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
+
+    config = ByteConfig.from_json(json.loads(args.config))
+    train = part["train"]
+    tasks = {n: ([r[n] for r in train], kind) for n, kind in TASKS.items()}
+    # language is learnt from prose only; risk from every row
+    trunk, summary = train_byte_trunk(
+        [r["text"] for r in train], tasks, config=config, epochs=args.epochs, seed=args.seed,
+        batch_size=args.batch_size, lr=args.lr,
+        progress=True,
+    )  # fmt: skip
+    print(
+        f"trunk: {summary.seconds:.0f} s, loss per epoch "
+        + ", ".join(f"{x:.3f}" for x in summary.losses)
+    )
+    main_tier = args.tier or config.dims[-1]
+    bundles, scores = {}, {}
+    for tier in config.dims:  # heads at every tier: `--tier` picks one at prediction time
+        bundle = Bundle(trunk=trunk.with_tier(tier), cache=None)
+        for name, kind in TASKS.items():
+            # heads learn from at most --head-rows rows (C is searched on each: minutes)
+            tr = [r for r in train if r[name] is not None][: args.head_rows]
+            va = [r for r in part["val"] if r[name] is not None][: args.head_rows // 4]
+            s = bundle.fit_head(
+                name,
+                [r["text"] for r in tr],
+                [r[name] for r in tr],
+                kind=kind,
+                val_texts=[r["text"] for r in va],
+                val_labels=[r[name] for r in va],
+                C="auto",
+                thresholds="f1",
+                keep_data=False,
+            )
+            print(f"tier {tier} head {name}: validation {s.metrics}", flush=True)
+        bundles[tier] = bundle
+        scores[tier] = evaluate(bundle, part["test"])
+        print(f"tier {tier} test: {json.dumps(scores[tier])}", flush=True)
+    if not args.limit:
+        from manyheads._io import atomic_write_text
+
+        main = bundles.pop(main_tier)
+        main.save(args.out)
+        main.save_tiers(bundles)
+        sources = {
+            "summary": info,
+            "test": scores,
+            "epochs": args.epochs,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "head_rows": args.head_rows,
+            "config": config.to_json(),
+            "tier": main_tier,
+            "trunk_seconds": summary.seconds,
+            "losses": summary.losses,
+        }
+        atomic_write_text(args.out / "SOURCES.json", json.dumps(sources, indent=1) + "\n")
+        size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
+        print(f"saved {args.out} ({size / 1e6:.2f} MB)")
+    print(f"done in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""The built-in `content` bundle and the labelling code behind it."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from manyheads import Bundle
+from manyheads.bundle import builtin_root
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import content_data as cd  # noqa: E402
+
+pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(scope="module")
+def content():
+    return Bundle.load("content", cache=None)
+
+
+def test_the_bundle_is_in_the_package_and_small():
+    folder = builtin_root() / "content"
+    assert (folder / "bundle.json").is_file()
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    assert size <= 5 * 1024 * 1024, f"content bundle is {size / 1e6:.2f} MB"
+    sources = json.loads((folder / "SOURCES.json").read_text())
+    assert sources["summary"]["generated"] > 0 and sources["test"]
+
+
+def test_heads_and_labels(content):
+    assert set(content.heads) == {"code_language", "language", "kind", "risk"}
+    assert len(content.labels("code_language")) == 18 and "none" in content.labels(
+        "code_language"
+    )
+    assert len(content.labels("language")) >= 40
+    assert set(content.labels("kind")) == set(cd.KINDS)
+    assert set(content.labels("risk")) == set(cd.RISKS)
+    assert content.trunk_name == "byte" or content.trunk.__class__.__name__ == "ByteTrunk"
+
+
+def test_every_tier_answers(content):
+    assert content.tiers
+    for tier in content.tiers:
+        b = Bundle.load("content", tier=tier, cache=None)
+        assert b.trunk.dim == tier
+        assert b.predict(["import os\nprint(os.getcwd())"])[0]["code_language"]["label"]
+
+
+def test_cli_predict_without_a_bundle_uses_content(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "manyheads.cli", "predict", "def f(): return 1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    answer = json.loads(out.stdout.strip().splitlines()[0])
+    assert answer["code_language"]["label"] == "python"
+
+
+def test_obvious_answers(content):
+    texts = [
+        "Der schnelle braune Fuchs springt über den faulen Hund und läuft in den Wald.",
+        "Le renard brun rapide saute par-dessus le chien paresseux dans la forêt.",
+        "Быстрая коричневая лиса прыгает через ленивую собаку в лесу.",
+        '#include <stdio.h>\nint main(void) {\n    printf("hi\\n");\n    return 0;\n}\n',
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+        "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+        "-----END RSA PRIVATE KEY-----",
+    ]
+    got = content.predict(texts)
+    assert [g["language"]["label"] for g in got[:3]] == ["de", "fr", "ru"]
+    assert got[0]["kind"]["label"] == "prose"
+    assert got[3]["code_language"]["label"] in ("c", "c_header", "cpp")
+    assert got[3]["kind"]["label"] == "code"
+    assert "private_key" in got[4]["risk"]["labels"]
+
+
+# ------------------------------------------------------------------ labelling code
+def test_generated_secrets_match_the_patterns_that_label_real_text():
+    rng = random.Random(0)
+    for kind in cd.RISKS:
+        for _ in range(50):
+            value = cd.gen_secret(kind, rng)
+            assert kind in cd.detect_risks(value), (kind, value)
+
+
+def test_patterns_leave_ordinary_text_and_code_alone():
+    clean = [
+        "password = getpass.getpass()",
+        'if not password:\n    raise ValueError("no password")',
+        "Enter your password to unlock the keyring.",
+        "version 1.2.3-4 released on 2024-05-01",
+        "call +x on the file",
+        "token = tokenizer.next()",
+        "def secret_key(self):\n    return self._key",
+    ]
+    for text in clean:
+        assert cd.detect_risks(text) == [], text
+    assert cd.detect_risks("mail me at anna@example.org") == ["email"]
+
+
+def test_secrets_go_in_at_line_boundaries_inside_the_windows():
+    rng = random.Random(1)
+    host = {"text": "\n".join(f"line {i} " + "x" * 60 for i in range(40)), "group": "g"}
+    row = cd.with_secrets({**host, "risk": []}, ["jwt", "password"], rng)
+    assert row["generated"] and row["group"] == "g"
+    assert row["risk"] == ["jwt", "password"]
+    assert set(cd.detect_risks(row["text"])) >= {"jwt", "password"}
+    assert len(row["text"]) < 1400  # a long host is cut to its head and tail first
+
+
+def test_locales_map_to_iso_codes():
+    assert cd.iso_code("pt_BR") == "pt"
+    assert cd.iso_code("sr@latin") == "sr"
+    assert cd.iso_code("zh_TW") == "zh"
+    assert cd.iso_code("ast") == "ast"  # no ISO 639-1 code: kept as it is
+
+
+def test_split_is_by_group_and_stable():
+    assert cd.split_of("code:foo") == cd.split_of("code:foo")
+    parts = [cd.split_of(f"g{i}") for i in range(2000)]
+    share = {p: parts.count(p) / len(parts) for p in ("train", "val", "test")}
+    assert 0.65 < share["train"] < 0.75 and 0.12 < share["test"] < 0.18
