@@ -110,12 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=ROOT / "src" / "manyheads" / "models" / "content")
     p.add_argument("--rows", type=Path, default=None, help="also write the labelled rows here")
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--head-rows", type=int, default=40_000)
     p.add_argument("--tier", type=int, default=None, help="tier the heads use (default: largest)")
-    p.add_argument("--config", default='{"ngrams": 8192}', help="ByteConfig fields as JSON")
+    p.add_argument(
+        "--config", default='{"ngrams": 8192, "heads": 0}', help="ByteConfig fields as JSON"
+    )
     p.add_argument("--limit", type=int, default=None, help="use only this many rows (trial runs)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

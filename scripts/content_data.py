@@ -19,7 +19,9 @@ a real file that holds a literal password assignment or an email address is a
 real positive. Generated rows (``generated: true``) are real rows with one or
 two generated secrets (random values in the documented formats) put in at a
 line boundary; they keep their host's other labels and group. Every negative
-is a real text.
+is a real text. Half of the code / markup / config / data / log texts also
+give a short real piece of themselves (1-3 lines, :func:`short_piece`), same
+labels and group, so one line of code is learnt as code too.
 """
 
 from __future__ import annotations
@@ -416,6 +418,19 @@ def with_secrets(host: dict[str, Any], kinds: list[str], rng: random.Random) -> 
     }
 
 
+def short_piece(row: dict[str, Any], rng: random.Random) -> dict[str, Any] | None:
+    """A real short piece of ``row`` (1-3 consecutive non-blank lines, 8-200 characters)
+    with its labels and group: people also ask about one line of code or config."""
+    lines = [x for x in row["text"].split("\n") if len(x.strip()) >= 4]
+    if not lines:
+        return None
+    start = rng.randrange(len(lines))
+    piece = "\n".join(lines[start : start + rng.choice([1, 1, 2, 3])]).strip()[:200]
+    if len(piece) < 8 or piece == row["text"].strip():
+        return None
+    return {**row, "text": piece}
+
+
 # --------------------------------------------------------------------------- all of it
 def collect(
     shared: Path,
@@ -427,11 +442,16 @@ def collect(
     min_language_texts: int = 1500,
     system_per_kind: int = 2500,
     risk_fraction: float = 0.2,
+    short_fraction: float = 0.5,
 ) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     rows = code_rows(shared, rng, per_language=code_per_language)
     rows += prose_rows(shared, rng, min_texts=min_language_texts, per_language=prose_per_language)
     rows += system_rows(system_roots, rng, per_kind=system_per_kind, per_file=3)
+    shorts = [
+        short_piece(r, rng) for r in rows if r["kind"] != "prose" and rng.random() < short_fraction
+    ]
+    rows += [r for r in shorts if r is not None]
     for r in rows:
         r["generated"] = False
         r["risk"] = detect_risks(r["text"])
