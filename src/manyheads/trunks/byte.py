@@ -17,8 +17,8 @@ Training (:func:`train_byte_trunk`) fits the trunk jointly with one linear
 head per task and per nested dimension (the Matryoshka loss), each task's
 loss divided by its loss at chance (``log K`` for K classes, ``log 2`` per
 label), so a 50-way task does not drown a binary one, nor an easy task a hard
-one (``weighting="uncertainty"``: learned ``exp(-s) * loss + s`` instead). The training heads are dropped
-afterwards: heads are fitted on the frozen trunk like on any other
+one (``weighting="uncertainty"``: learned ``exp(-s) * loss + s`` instead).
+The training heads are dropped afterwards: heads are fitted on the frozen trunk like on any other
 (``Bundle.fit_head``), from cached vectors.
 
 Needs torch to train. A saved byte trunk also carries its ONNX graph
@@ -332,8 +332,8 @@ def train_byte_trunk(
     Every task gets one linear head per nested dimension; its loss is the
     mean over dimensions (Matryoshka), divided by the task's loss at chance
     (``weighting="chance"``) or weighted by learned uncertainty
-    (``"uncertainty"``, which favours easy tasks). AdamW with a one-cycle learning rate. Returns the trunk (its
-    training heads dropped) and a summary.
+    (``"uncertainty"``, which favours easy tasks). AdamW with a one-cycle
+    learning rate. Returns the trunk (its training heads dropped) and a summary.
     """
     import time
 
