@@ -88,7 +88,7 @@ def main() -> None:
     print(f"machine: {machine()}; {len(texts)} texts of 1 KB")
     main_bundle = Bundle.load(args.bundle, cache=None)
     config = main_bundle.trunk.config
-    tiers = sorted({main_bundle.trunk.dim, *(getattr(main_bundle, "tiers", None) or [])})
+    tiers = sorted({main_bundle.trunk.dim, *main_bundle.tiers})
     print(
         f"\n{'content bundle':22s} {'texts/s all heads':>17s} {'vs 2,000':>9s} {'trunk only':>11s}"
     )

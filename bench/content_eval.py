@@ -172,7 +172,7 @@ def main() -> None:
     results: dict[str, Any] = {"machine": machine(), "n": {s: len(v) for s, v in part.items()}}
     systems: dict[str, Any] = {}
     main_bundle = Bundle.load(args.bundle, cache=None)
-    tiers = [main_bundle.trunk.dim, *sorted(getattr(main_bundle, "tiers", []) or [])]
+    tiers = [main_bundle.trunk.dim, *main_bundle.tiers]
     for tier in dict.fromkeys(tiers):
         b = main_bundle if tier == main_bundle.trunk.dim else Bundle.load(args.bundle, tier=tier)
         pred, sec = bundle_pred(b, part["test"])
