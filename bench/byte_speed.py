@@ -3,15 +3,16 @@
 1. the built-in `content` bundle (every head, onnxruntime, no torch in the path)
    at each tier it holds heads for: `Bundle.predict` over 2,000 texts of 1 KB
    (1,024 UTF-8 bytes: half source-code snippets of ../shared/data/code, half
-   Debian descriptions in their 30 languages, each repeated to 1 KB), batch 64,
-   best of 3; texts/s and the ratio to the 2,000 texts/s bar; the trunk alone
-   (`encode`) beside it;
+   Debian descriptions in their 30 languages, each repeated to 1 KB), batch 64;
+   texts/s and the ratio to the 2,000 texts/s bar; the trunk alone (`encode`)
+   beside it;
 2. shapes: trunks with random weights (speed does not depend on training) of
    the content bundle's config and variations of it, encoding the same texts,
-   best of 3, ratio to the content config.
+   ratio to the content config.
 
-Both sections run in one process, alternating nothing else: the machine's
-speed drifts, so compare within a run.
+The machine's speed drifts by tens of percent over minutes, so every
+measurement runs in each of `--rounds` rounds, one after the other inside a
+round (round-robin), and the best round of each is reported.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ sys.path.insert(0, str(HERE))
 SHARED = HERE.parent.parent / "shared" / "data"
 VARIANTS: dict[str, dict[str, Any]] = {
     "content config": {},
-    "no attention": {"heads": 0},
-    "no hashed n-grams": {"ngrams": 0},
+    "attention (2 heads)": {"heads": 2},
+    "no bag": {"bag": 0},
+    "bag table float32": {"int8": False},
+    "+ ngrams 8192 (convs)": {"ngrams": 8192},
     "128 channels": {"channels": 128},
     "stride 4 (stem 8)": {"stride": 4, "stem": 8},
 }
@@ -61,20 +64,25 @@ def one_kb_texts(n: int) -> list[str]:
     return out
 
 
-def best(fn: Any, n: int, repeat: int = 3) -> float:
-    fn()
-    rate = 0.0
-    for _ in range(repeat):
-        t = time.perf_counter()
+def round_robin(fns: dict[str, Any], n: int, rounds: int) -> dict[str, float]:
+    """Best texts/s of each function over ``rounds`` rounds, each round running every
+    function once in turn (after one warm-up call each)."""
+    for fn in fns.values():
         fn()
-        rate = max(rate, n / (time.perf_counter() - t))
-    return rate
+    rates = dict.fromkeys(fns, 0.0)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            rates[name] = max(rates[name], n / (time.perf_counter() - t))
+    return rates
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--bundle", default="content")
     ap.add_argument("--texts", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     from _common import machine, write_json
@@ -92,39 +100,43 @@ def main() -> None:
     print(
         f"\n{'content bundle':22s} {'texts/s all heads':>17s} {'vs 2,000':>9s} {'trunk only':>11s}"
     )
-    for tier in tiers:
-        b = (
-            Bundle.load(args.bundle, cache=None, tier=tier)
-            if tier != main_bundle.trunk.dim
-            else main_bundle
-        )
-        heads = list(b.heads)
-        rate = best(lambda b=b: b.predict(texts), len(texts))
-        trunk_rate = best(lambda b=b: b.trunk.encode(texts), len(texts))
+    bundles = {
+        tier: Bundle.load(args.bundle, cache=None, tier=tier)
+        if tier != main_bundle.trunk.dim
+        else main_bundle
+        for tier in tiers
+    }
+    fns: dict[str, Any] = {}
+    for tier, b in bundles.items():
+        fns[f"{tier} all"] = lambda b=b: b.predict(texts)
+        fns[f"{tier} trunk"] = lambda b=b: b.trunk.encode(texts)
+    rates = round_robin(fns, len(texts), args.rounds)
+    for tier, b in bundles.items():
+        rate, trunk_rate = rates[f"{tier} all"], rates[f"{tier} trunk"]
         results["tiers"][tier] = {
             "texts_per_s": rate,
             "trunk_texts_per_s": trunk_rate,
-            "heads": heads,
+            "heads": list(b.heads),
         }
-        print(
-            f"{'tier ' + str(tier):22s} {rate:17.1f} {rate / 2000:8.2f}x {trunk_rate:11.1f}",
-            flush=True,
-        )
+        print(f"{'tier ' + str(tier):22s} {rate:17.1f} {rate / 2000:8.2f}x {trunk_rate:11.1f}")
 
     print(f"\n{'shape (random weights)':22s} {'texts/s':>9s} {'vs content':>10s} {'params':>8s}")
     results["shapes"] = {}
-    base = None
+    shape_fns, params = {}, {}
     for name, change in VARIANTS.items():
         cfg = ByteConfig.from_json({**config.to_json(), **change})
         module = _build_module(cfg)
         state = {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
         trunk = ByteTrunk(cfg, state=state)
         trunk.save_files(Path(tempfile.mkdtemp(prefix="byte-speed-")))
-        rate = best(lambda trunk=trunk: trunk.encode(texts), len(texts))
-        base = base or rate
-        params = sum(v.size for v in state.values())
-        results["shapes"][name] = {"config": change, "texts_per_s": rate, "params": params}
-        print(f"{name:22s} {rate:9.1f} {rate / base:9.2f}x {params / 1e6:7.2f}M", flush=True)
+        shape_fns[name] = lambda trunk=trunk: trunk.encode(texts)
+        params[name] = sum(v.size for v in state.values())
+    rates = round_robin(shape_fns, len(texts), args.rounds)
+    base = rates["content config"]
+    for name, change in VARIANTS.items():
+        rate = rates[name]
+        results["shapes"][name] = {"config": change, "texts_per_s": rate, "params": params[name]}
+        print(f"{name:22s} {rate:9.1f} {rate / base:9.2f}x {params[name] / 1e6:7.2f}M")
     write_json(args.json, results)
 
 

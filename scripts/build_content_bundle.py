@@ -113,10 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--path-dropout", type=float, default=0.5)
+    p.add_argument("--prose-per-language", type=int, default=3000)
     p.add_argument("--head-rows", type=int, default=40_000)
     p.add_argument("--tier", type=int, default=None, help="tier the heads use (default: largest)")
     p.add_argument(
-        "--config", default='{"ngrams": 8192, "heads": 0}', help="ByteConfig fields as JSON"
+        "--config",
+        default='{"ngrams": 0, "heads": 0, "grams": 4, "bag": 8192, "bag_dim": 128, "int8": true}',
+        help="ByteConfig fields as JSON",
     )
     p.add_argument("--limit", type=int, default=None, help="use only this many rows (trial runs)")
     p.add_argument("--seed", type=int, default=0)
@@ -124,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     roots = [Path(r) for r in SYSTEM_ROOTS if Path(r).is_dir()]
-    rows = cd.collect(args.shared, roots, seed=args.seed)
+    rows = cd.collect(
+        args.shared, roots, seed=args.seed, prose_per_language=args.prose_per_language
+    )
     if args.limit:
         rows = rows[: args.limit]
     for r in rows:
@@ -138,13 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
     part = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
 
-    config = ByteConfig.from_json(json.loads(args.config))
+    config = ByteConfig.from_settings(json.loads(args.config))
     train = part["train"]
     tasks = {n: ([r[n] for r in train], kind) for n, kind in TASKS.items()}
     # language is learnt from prose only; risk from every row
     trunk, summary = train_byte_trunk(
         [r["text"] for r in train], tasks, config=config, epochs=args.epochs, seed=args.seed,
-        batch_size=args.batch_size, lr=args.lr,
+        batch_size=args.batch_size, lr=args.lr, path_dropout=args.path_dropout,
         progress=True,
     )  # fmt: skip
     print(
@@ -186,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             "epochs": args.epochs,
             "batch_size": args.batch_size,
             "lr": args.lr,
+            "path_dropout": args.path_dropout,
+            "prose_per_language": args.prose_per_language,
             "head_rows": args.head_rows,
             "config": config.to_json(),
             "tier": main_tier,

@@ -19,9 +19,10 @@ a real file that holds a literal password assignment or an email address is a
 real positive. Generated rows (``generated: true``) are real rows with one or
 two generated secrets (random values in the documented formats) put in at a
 line boundary; they keep their host's other labels and group. Every negative
-is a real text. Half of the code / markup / config / data / log texts also
-give a short real piece of themselves (1-3 lines, :func:`short_piece`), same
-labels and group, so one line of code is learnt as code too.
+is a real text. Every code text and half of the markup / config / data / log
+texts also give a short real piece of themselves (1-3 lines,
+:func:`short_piece`), same labels and group, so one line of code is learnt as
+code too.
 """
 
 from __future__ import annotations
@@ -443,13 +444,19 @@ def collect(
     system_per_kind: int = 2500,
     risk_fraction: float = 0.2,
     short_fraction: float = 0.5,
+    short_code_fraction: float = 1.0,
 ) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     rows = code_rows(shared, rng, per_language=code_per_language)
     rows += prose_rows(shared, rng, min_texts=min_language_texts, per_language=prose_per_language)
     rows += system_rows(system_roots, rng, per_kind=system_per_kind, per_file=3)
+    # short real pieces: of every code text (a line of code is a common question),
+    # of a share of the other non-prose texts
     shorts = [
-        short_piece(r, rng) for r in rows if r["kind"] != "prose" and rng.random() < short_fraction
+        short_piece(r, rng)
+        for r in rows
+        if r["kind"] != "prose"
+        and rng.random() < (short_code_fraction if r["kind"] == "code" else short_fraction)
     ]
     rows += [r for r in shorts if r is not None]
     for r in rows:

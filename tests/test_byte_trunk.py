@@ -56,9 +56,19 @@ def test_config_is_checked():
         {"heads": -1},
         {"max_bytes": 8},
         {"embed": 0},
+        {"grams": 1},
+        {"grams": 6},
+        {"bag": -1},
+        {"bag": True},
+        {"bag_dim": 0},
+        {"int8": 1},
     ):
         with pytest.raises(ConfigError):
             ByteConfig(**bad)
+    with pytest.raises(ConfigError, match="grams must be an integer from 2 to 5, got 7"):
+        ByteConfig(grams=7)
+    with pytest.raises(ConfigError, match="bag must be a non-negative integer"):
+        ByteConfig(bag=-5)
     with pytest.raises(ConfigError, match="unknown byte trunk settings"):
         ByteConfig.from_json({"width": 3})
     assert ByteConfig.from_json(SMALL.to_json()) == SMALL
@@ -128,7 +138,14 @@ def test_weight_shapes_are_known_without_torch():
 
     from manyheads.trunks.byte import _build_module, expected_shapes
 
-    for config in (SMALL, ByteConfig(), ByteConfig(heads=0, stride=4, stem=4)):
+    bagged = ByteConfig(heads=0, ngrams=64, grams=5, bag=100, bag_dim=8)
+    for config in (
+        SMALL,
+        ByteConfig(),
+        ByteConfig(heads=0, stride=4, stem=4),
+        bagged,
+        ByteConfig.from_json({**bagged.to_json(), "int8": True}),
+    ):
         module = _build_module(config)
         assert expected_shapes(config) == {
             k: tuple(v.shape) for k, v in module.state_dict().items()
@@ -230,3 +247,68 @@ def test_task_weighting_is_chance_by_default_or_learned(debian_rows):
     assert learned.task_weights["library"] != pytest.approx(1.0)  # learned, moved from exp(0)
     with pytest.raises(ConfigError, match="weighting must be"):
         train_byte_trunk(texts, tasks, config=config, weighting="equal")
+
+
+def test_settings_added_later_leave_older_configs_and_fingerprints_alone():
+    legacy = ByteConfig(heads=2, ngrams=64, grams=3, bag=0, bag_dim=64, int8=False)
+    saved = legacy.to_json()
+    assert not {"grams", "bag", "bag_dim", "int8"} & set(saved)  # as the first bundles wrote
+    assert ByteConfig.from_json(saved) == legacy  # read back without a bag, as trained
+    # settings a person gives take today's defaults for what they leave out
+    assert ByteConfig.from_settings({"heads": 2}) == ByteConfig(heads=2)
+    assert ByteConfig().bag > 0 and ByteConfig.from_json(ByteConfig().to_json()) == ByteConfig()
+    with pytest.raises(ConfigError, match="unknown byte trunk settings: width"):
+        ByteConfig.from_settings({"width": 3})
+
+
+def test_the_bag_trains_with_path_dropout_and_int8_matches_between_torch_and_onnx(
+    debian_rows, tmp_path
+):
+    pytest.importorskip("onnxruntime")
+    rows = debian_rows[:160]
+    texts = [r["text"] for r in rows]
+    config = ByteConfig(
+        max_bytes=128, embed=16, channels=32, dilations=(1,), heads=0, dims=(8, 16),
+        grams=4, bag=256, bag_dim=12, int8=True,
+    )  # fmt: skip
+    tasks = {"section": ([r["section"] for r in rows], "multiclass")}
+    trunk, summary = train_byte_trunk(texts, tasks, config=config, epochs=3, path_dropout=0.5)
+    assert summary.losses[-1] < summary.losses[0]
+    state = trunk.state()
+    assert "bag.weight" not in state
+    assert state["bag.q"].dtype == np.int8 and state["bag.q"].shape == (258 + 256, 12)
+    assert state["bag.scale"].shape == (258 + 256,) and (state["bag.scale"] > 0).all()
+    want = trunk.encode(texts[:20])  # torch, the int8 table dequantised row by row
+    trunk.save_files(tmp_path)
+    np.testing.assert_allclose(trunk.encode(texts[:20]), want, atol=1e-4)  # onnxruntime
+    onnx = pytest.importorskip("onnx")
+    graph = onnx.load(str(tmp_path / trunk.graph))
+    tables = {i.name: i for i in graph.graph.initializer if list(i.dims) == [258 + 256, 12]}
+    # the table stays int8 in the graph: no float copy of it folded in
+    assert [t.data_type for t in tables.values()] == [onnx.TensorProto.INT8]
+    # int8 rows: each number within half a step (its row's scale / 2) of the float one
+    from manyheads.trunks.byte import quantize_rows
+
+    table = np.random.default_rng(0).normal(size=(50, 12)).astype(np.float32)
+    q, scale = quantize_rows(table)
+    assert np.abs(q.astype(np.float32) * scale[:, None] - table).max() <= scale.max() / 2 + 1e-6
+    for bad in (-0.1, 1.0, "x"):
+        with pytest.raises(ConfigError, match="path_dropout must be in"):
+            train_byte_trunk(texts, tasks, config=config, path_dropout=bad)
+
+
+def test_the_bag_counted_for_prediction_equals_the_bag_gathered_in_training():
+    import torch
+
+    from manyheads.trunks.byte import _build_module
+
+    config = ByteConfig(
+        max_bytes=64, embed=8, channels=16, dilations=(1,), dims=(8,), bag=50, int8=False
+    )
+    module = _build_module(config)
+    ids = torch.from_numpy(byte_ids(["ab ab ab", "é x", "", "zzzzzzzzzz"], 64, 8)[0])
+    with torch.no_grad():
+        counted = module.eval()._bag(ids)
+        gathered = module.train()._bag(ids)
+    np.testing.assert_allclose(counted.numpy(), gathered.numpy(), atol=1e-5)
+    assert float(counted[2].abs().sum()) > 0  # an empty text still has its separator

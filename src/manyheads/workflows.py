@@ -179,7 +179,7 @@ def parse_byte_config(value: str | dict[str, Any] | None) -> ByteConfig:
         ):
             raise ConfigError(f"--byte-config: {key} must be a list of integers, got {items!r}")
     try:
-        return ByteConfig.from_json(doc)
+        return ByteConfig.from_settings(doc)
     except ConfigError as exc:
         raise ConfigError(f"--byte-config: {exc}") from None
 

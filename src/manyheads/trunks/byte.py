@@ -2,10 +2,12 @@
 
 Raw UTF-8 bytes in; no tokenizer, no pretrained weights:
 
-    bytes -> byte embedding -> convolution blocks (dilations 1, 2, 4, 8: receptive
-    field grows to ~60 bytes) -> one light bidirectional self-attention layer ->
-    statistical pooling (mean ‖ max ‖ std over the bytes) -> a linear projection
-    to an embedding with nested (Matryoshka) dimensions
+    bytes -> byte embedding -> a strided stem convolution -> depthwise-separable
+    convolution blocks (dilations 1, 2, 4, 8: receptive field ~490 bytes) ->
+    optional light bidirectional self-attention (``heads``) -> statistical
+    pooling (mean ‖ max ‖ std) ‖ a bag of hashed byte 1- to 4-grams averaged
+    over the text (``bag``; its table int8) -> a linear projection to an
+    embedding with nested (Matryoshka) dimensions
 
 so the first 32 / 64 / 128 / 256 numbers of a vector are each an embedding on
 their own (a small *tier* is a slice of the big one). Long inputs are read
@@ -18,8 +20,11 @@ head per task and per nested dimension (the Matryoshka loss), each task's
 loss divided by its loss at chance (``log K`` for K classes, ``log 2`` per
 label), so a 50-way task does not drown a binary one, nor an easy task a hard
 one (``weighting="uncertainty"``: learned ``exp(-s) * loss + s`` instead).
-The training heads are dropped afterwards: heads are fitted on the frozen trunk like on any other
-(``Bundle.fit_head``), from cached vectors.
+With a bag, each task also has a head on the bag alone, and half the texts
+(``path_dropout``) see no convolution features: the bag must answer by itself,
+which keeps the trunk from leaning on what the convolutions memorise. The
+training heads are dropped afterwards: heads are fitted on the frozen trunk
+like on any other (``Bundle.fit_head``), from cached vectors.
 
 Needs torch to train. A saved byte trunk also carries its ONNX graph
 (``model-SHA.onnx`` in the bundle folder, written by ``Bundle.save``), and
@@ -41,6 +46,9 @@ from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.fused import KINDS
 from .base import check_texts, config_fingerprint, l2_normalise
 
+# settings added after the first byte bundles, with the values that leave them out
+_LATER: dict[str, Any] = {"grams": 3, "bag": 0, "bag_dim": 64, "int8": False}
+_PRIMES = (7919, 104729, 1299709, 15485863)  # hash multipliers of the bytes before
 PAD, SEP = 0, 257  # byte b is token b + 1; 257 joins a long text's head and tail
 VOCAB = 258
 
@@ -51,7 +59,8 @@ class ByteConfig:
 
     ``stride``: the stem convolution (``stem`` bytes wide) steps this many bytes, so
     the blocks run on ``max_bytes / stride`` positions; ``heads`` = 0 leaves out
-    the attention layer.
+    the attention layer; ``bag`` > 0 adds a bag of hashed byte n-grams beside the
+    convolutions. The defaults are the shape measured best (see the README).
     """
 
     max_bytes: int = 1024
@@ -61,9 +70,15 @@ class ByteConfig:
     stem: int = 16
     dilations: tuple[int, ...] = (1, 2, 4, 8)
     kernel: int = 5
-    heads: int = 2
+    heads: int = 0
     dims: tuple[int, ...] = (32, 64, 128, 256)
-    ngrams: int = 0  # > 0: also embed hashed byte 2- and 3-grams into this many buckets
+    ngrams: int = 0  # > 0: also embed hashed byte 2- to `grams`-grams into this many buckets
+    grams: int = 4  # longest hashed byte n-gram (2-5) of `ngrams` and `bag`
+    bag: int = 8192  # > 0: a bag of hashed byte 1- to `grams`-grams (own table, this many
+    # buckets), averaged over the text, joins the pooled features (what n-gram language
+    # identifiers do; it generalises where the convolutions memorise)
+    bag_dim: int = 128  # width of the bag's vectors
+    int8: bool = True  # the bag's table kept as int8 with a scale per row (4x smaller)
 
     def __post_init__(self) -> None:
         ints = {"max_bytes": self.max_bytes, "embed": self.embed, "channels": self.channels}
@@ -82,6 +97,22 @@ class ByteConfig:
                 "byte trunk stem must be >= stride and differ from it by an even number, "
                 f"got stem={self.stem}, stride={self.stride}"
             )
+        if (
+            not isinstance(self.grams, int)
+            or isinstance(self.grams, bool)
+            or not 2 <= self.grams <= 5
+        ):
+            raise ConfigError(
+                f"byte trunk grams must be an integer from 2 to 5, got {self.grams!r}"
+            )
+        if not isinstance(self.bag_dim, int) or isinstance(self.bag_dim, bool) or self.bag_dim < 1:
+            raise ConfigError(
+                f"byte trunk bag_dim must be a positive integer, got {self.bag_dim!r}"
+            )
+        if not isinstance(self.int8, bool):
+            raise ConfigError(f"byte trunk int8 must be true or false, got {self.int8!r}")
+        if not isinstance(self.bag, int) or isinstance(self.bag, bool) or self.bag < 0:
+            raise ConfigError(f"byte trunk bag must be a non-negative integer, got {self.bag!r}")
         if self.heads and self.channels % self.heads:
             raise ConfigError("byte trunk channels must be a multiple of heads")
         dims = tuple(self.dims)
@@ -95,10 +126,20 @@ class ByteConfig:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["dilations"], out["dims"] = list(self.dilations), list(self.dims)
+        for key, value in _LATER.items():  # at the value that means "not there": left
+            if out[key] == value:  # out, so older bundles' fingerprints stay as they were
+                del out[key]
         return out
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ByteConfig:
+        """The config of a saved trunk (``to_json``): a setting it lacks did not exist
+        when it was saved, and takes the value that means "not there"."""
+        return cls.from_settings({**_LATER, **doc})
+
+    @classmethod
+    def from_settings(cls, doc: dict[str, Any]) -> ByteConfig:
+        """A config from some of its fields (the rest at their defaults), checked."""
         known = set(cls.__dataclass_fields__)
         unknown = set(doc) - known
         if unknown:
@@ -136,12 +177,31 @@ def byte_ids(
     return ids, lengths
 
 
+def _bag_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
+    rows = VOCAB + config.bag
+    if not config.bag:
+        return {}
+    if config.int8:
+        return {"bag.q": (rows, config.bag_dim), "bag.scale": (rows,)}
+    return {"bag.weight": (rows, config.bag_dim)}
+
+
+def quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, scale)``: ``table`` as int8 rows with one float scale each (symmetric)."""
+    table = np.asarray(table, dtype=np.float32)
+    scale = np.abs(table).max(axis=1) / 127.0
+    scale[scale == 0] = 1.0
+    q = np.clip(np.rint(table / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale.astype(np.float32)
+
+
 def expected_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
     """The weight shapes of a byte trunk with ``config`` (checked without torch)."""
     c, e, d = config.channels, config.embed, config.dims[-1]
     shapes: dict[str, tuple[int, ...]] = {
         "embed.weight": (VOCAB, e),
         **({"ngram.weight": (config.ngrams, e)} if config.ngrams else {}),
+        **_bag_shapes(config),
         "stem.weight": (c, e, config.stem),
         "stem.bias": (c,),
     }
@@ -163,12 +223,18 @@ def expected_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
                 "attn_norm.bias": (c,),
             }
         )
-    shapes["out.weight"] = (d, 3 * c)
+    shapes["out.weight"] = (d, 3 * c + (config.bag_dim if config.bag else 0))
     shapes["out.bias"] = (d,)
     return shapes
 
 
-def _build_module(config: ByteConfig) -> Any:
+def _build_module(
+    config: ByteConfig, dropout: float = 0.0, path_dropout: float = 0.0, train: bool = False
+) -> Any:
+    """The torch module of a byte trunk. Training only: ``dropout`` drops embedded
+    positions' features and the pooled features; ``path_dropout`` leaves out the
+    convolutions' features of that share of texts, so the bag learns to answer alone;
+    ``train`` gives an int8 bag table float weights (quantised after training)."""
     torch = require("torch", "transformers")
     nn = torch.nn
     f = nn.functional
@@ -190,6 +256,21 @@ def _build_module(config: ByteConfig) -> Any:
             y = self.point(self.depth(x * mask))
             return x + f.gelu(self.norm(y.transpose(1, 2)).transpose(1, 2))
 
+    class QuantTable(nn.Module):  # type: ignore[name-defined]
+        """An embedding table kept as int8 rows times a float scale per row."""
+
+        def __init__(self, rows: int, dim: int) -> None:
+            super().__init__()
+            self.register_buffer("q", torch.zeros(rows, dim, dtype=torch.int8))
+            self.register_buffer("scale", torch.ones(rows))
+
+        def forward(self, ids: Any) -> Any:
+            return self.q[ids].to(torch.float32) * self.scale[ids].unsqueeze(-1)
+
+        def mix(self, counts: Any) -> Any:
+            """``counts @ table`` (rows of counts over the table's rows)."""
+            return (counts * self.scale) @ self.q.to(torch.float32)
+
     class ByteEncoder(nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
@@ -208,7 +289,14 @@ def _build_module(config: ByteConfig) -> Any:
             if config.heads:
                 self.attn = nn.MultiheadAttention(c, config.heads, batch_first=True)
                 self.attn_norm = nn.LayerNorm(c)
-            self.out = nn.Linear(3 * c, config.dims[-1])
+            if config.bag:
+                rows = VOCAB + config.bag
+                if config.int8 and not train:
+                    self.bag: Any = QuantTable(rows, config.bag_dim)
+                else:
+                    self.bag = nn.Embedding(rows, config.bag_dim, padding_idx=PAD)
+            self.out = nn.Linear(3 * c + (config.bag_dim if config.bag else 0), config.dims[-1])
+            self.drop = nn.Dropout(dropout)
 
         def _attend(self, x: Any, keep: Any) -> Any:
             """Multi-head self-attention over the non-padding positions, written out with
@@ -222,19 +310,42 @@ def _build_module(config: ByteConfig) -> Any:
             out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c)
             return f.linear(out, self.attn.out_proj.weight, self.attn.out_proj.bias)
 
+        def _grams(self, ids: Any, buckets: int) -> list[Any]:
+            """Hashed byte 2- to ``config.grams``-gram ids ending at each byte."""
+            key, out = ids * 31, []
+            for n in range(1, config.grams):
+                key = key + f.pad(ids, (n, 0))[:, :-n] * _PRIMES[n - 1]
+                out.append((key + n) % buckets)
+            return out
+
+        def _bag(self, ids: Any) -> Any:
+            """Mean over the text's bytes of their byte and n-gram rows of the bag table."""
+            keep = ids != PAD
+            grams = [g + VOCAB for g in self._grams(ids, config.bag)]
+            n = keep.sum(1, keepdim=True).clamp(min=1).to(torch.float32)
+            if self.training:  # gathered rows: a sparse gradient path
+                x = self.bag(ids) + sum(self.bag(g) for g in grams)
+                return (x * keep.unsqueeze(-1).to(x.dtype)).sum(1) / n
+            # predicting: count each row's uses per text, then one matrix product with
+            # the table (a few MB less memory traffic than gathering rows per byte)
+            idx = torch.cat([ids, *(torch.where(keep, g, torch.zeros_like(g)) for g in grams)], 1)
+            counts = torch.zeros(ids.shape[0], VOCAB + config.bag).scatter_add(
+                1, idx, torch.ones(idx.shape)
+            )
+            counts = counts * (torch.arange(VOCAB + config.bag) != PAD).to(torch.float32)
+            if isinstance(self.bag, QuantTable):
+                return self.bag.mix(counts) / n
+            return (counts @ self.bag.weight) / n
+
         def _embed(self, ids: Any) -> Any:
             x = self.embed(ids)
-            if config.ngrams:  # hashed 2- and 3-grams ending at each byte (0 before the text)
-                one = f.pad(ids, (1, 0))[:, :-1]
-                two = f.pad(ids, (2, 0))[:, :-2]
-                bi = (one * 7919 + ids * 31 + 1) % config.ngrams
-                tri = (two * 104729 + one * 7919 + ids * 31 + 2) % config.ngrams
+            if config.ngrams:  # hashed n-grams ending at each byte (0 before the text)
                 real = (ids != PAD).unsqueeze(-1).to(x.dtype)
-                x = x + (self.ngram(bi) + self.ngram(tri)) * real
+                x = x + sum(self.ngram(g) for g in self._grams(ids, config.ngrams)) * real
             return x
 
-        def forward(self, ids: Any) -> Any:  # ids are padded to a multiple of the stride
-            x = self.stem(self._embed(ids).transpose(1, 2))  # B x C x L/stride
+        def forward(self, ids: Any, parts: bool = False) -> Any:  # ids: padded to the stride
+            x = self.stem(self.drop(self._embed(ids)).transpose(1, 2))  # B x C x L/stride
             keep = (ids != PAD).reshape(ids.shape[0], -1, config.stride).any(-1)
             mask = keep.unsqueeze(1).to(x.dtype)
             for block in self.blocks:
@@ -249,7 +360,15 @@ def _build_module(config: ByteConfig) -> Any:
             var = ((x - mean.unsqueeze(1)) ** 2 * mask).sum(1) / n
             big = torch.finfo(x.dtype).max
             mx = x.masked_fill(~keep.unsqueeze(-1), -big).amax(1)
-            return self.out(torch.cat([mean, mx, torch.sqrt(var + 1e-6)], dim=1))
+            conv = torch.cat([mean, mx, torch.sqrt(var + 1e-6)], dim=1)
+            if not config.bag:
+                return (self.out(self.drop(conv)), None) if parts else self.out(self.drop(conv))
+            bag = self._bag(ids)
+            if self.training and path_dropout:  # some texts learn from the bag alone
+                keep_conv = torch.rand(conv.shape[0], 1) >= path_dropout
+                conv = conv * keep_conv.to(conv.dtype)
+            emb = self.out(self.drop(torch.cat([conv, bag], dim=1)))
+            return (emb, bag) if parts else emb
 
     return ByteEncoder()
 
@@ -323,6 +442,8 @@ def train_byte_trunk(
     lr: float = 2e-3,
     seed: int = 0,
     weighting: str = "chance",
+    dropout: float = 0.0,
+    path_dropout: float = 0.5,
     threads: int | None = None,
     progress: bool = False,
 ) -> tuple[ByteTrunk, ByteTrainSummary]:
@@ -353,6 +474,9 @@ def train_byte_trunk(
         raise ConfigError(f"weighting must be 'chance' or 'uncertainty', got {weighting!r}")
     if epochs < 1 or batch_size < 1 or not lr > 0:
         raise ConfigError("epochs and batch_size must be positive, lr > 0")
+    for setting, rate in (("dropout", dropout), ("path_dropout", path_dropout)):
+        if not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
+            raise ConfigError(f"{setting} must be in [0, 1), got {rate!r}")
     targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
     kinds = {n: kind for n, (_, kind) in tasks.items()}
     t0 = time.perf_counter()
@@ -360,7 +484,7 @@ def train_byte_trunk(
         torch.set_num_threads(threads)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    model = _build_module(config)
+    model = _build_module(config, dropout, path_dropout if config.bag else 0.0, train=True)
     nn = torch.nn
     heads = nn.ModuleDict(
         {
@@ -368,12 +492,19 @@ def train_byte_trunk(
             for n, (_, classes, _) in targets.items()
         }
     )
+    bag_heads = nn.ModuleDict(  # the bag alone answers every task too (its own loss)
+        {
+            n: nn.Linear(config.bag_dim, len(classes))
+            for n, (_, classes, _) in targets.items()
+            if config.bag
+        }
+    )
     log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=weighting == "uncertainty")
     chance = {
         n: math.log(2.0) if kinds[n] == "multilabel" else math.log(len(classes))
         for n, (_, classes, _) in targets.items()
     }
-    params = [*model.parameters(), *heads.parameters(), log_var]
+    params = [*model.parameters(), *heads.parameters(), *bag_heads.parameters(), log_var]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     steps_per_epoch = math.ceil(len(texts) / batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(
@@ -391,7 +522,7 @@ def train_byte_trunk(
             for rows in _length_batches(lengths, batch_size, rng):
                 width = int(lengths[rows].max())
                 ids = torch.from_numpy(ids_all[rows, :width])
-                emb = model(ids)
+                emb, bag = model(ids, parts=True)
                 loss = torch.zeros(())
                 for k, name in enumerate(names):
                     y_all, _, present_all = targets[name]
@@ -410,6 +541,14 @@ def train_byte_trunk(
                         else:
                             task_loss = task_loss + nn.functional.cross_entropy(logits, y)
                     task_loss = task_loss / len(config.dims)
+                    if name in bag_heads:
+                        logits = bag_heads[name](bag[torch.from_numpy(present)])
+                        if kinds[name] == "multilabel":
+                            task_loss = task_loss + nn.functional.binary_cross_entropy_with_logits(
+                                logits, y
+                            )
+                        else:
+                            task_loss = task_loss + nn.functional.cross_entropy(logits, y)
                     if weighting == "chance":
                         loss = loss + task_loss / chance[name]
                     else:
@@ -430,6 +569,8 @@ def train_byte_trunk(
         for k, n in enumerate(names)
     }
     state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+    if config.bag and config.int8:
+        state["bag.q"], state["bag.scale"] = quantize_rows(state.pop("bag.weight"))
     return ByteTrunk(config, state=state), summary
 
 
@@ -512,7 +653,10 @@ class ByteTrunk:
                 + (f"; missing {missing[:3]}" if missing else "")
                 + (f"; wrong shape {wrong[:3]}" if wrong else "")
             )
-        self._state = {k: np.asarray(v, dtype=np.float32) for k, v in state.items()}
+        self._state = {
+            k: np.asarray(v, dtype=np.int8 if k == "bag.q" else np.float32)
+            for k, v in state.items()
+        }
         self._module = None
         self._session = None
         self._fingerprint = None
@@ -563,6 +707,9 @@ class ByteTrunk:
                 dynamic_axes={"ids": {0: "batch", 1: "length"}, "embedding": {0: "batch"}},
                 opset_version=17,
                 dynamo=False,
+                # folding would store the int8 bag table's float copy (4x the size);
+                # onnxruntime folds it in memory when it loads the graph
+                do_constant_folding=False,
             )
         return buf.getvalue()
 
