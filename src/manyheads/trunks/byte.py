@@ -453,8 +453,12 @@ def train_byte_trunk(
     Every task gets one linear head per nested dimension; its loss is the
     mean over dimensions (Matryoshka), divided by the task's loss at chance
     (``weighting="chance"``) or weighted by learned uncertainty
-    (``"uncertainty"``, which favours easy tasks). AdamW with a one-cycle
-    learning rate. Returns the trunk (its training heads dropped) and a summary.
+    (``"uncertainty"``, which favours easy tasks). With a bag (``config.bag``),
+    every task also has a head on the bag alone (its loss added), and the
+    convolutions' features of a ``path_dropout`` share of the texts are left
+    out. ``dropout``: on the embedded bytes and the pooled features. AdamW with
+    a one-cycle learning rate. Returns the trunk (its training heads dropped)
+    and a summary.
     """
     import time
 
@@ -531,24 +535,19 @@ def train_byte_trunk(
                         continue
                     y = torch.from_numpy(y_all[rows[present]])
                     sub = emb[torch.from_numpy(present)]
-                    task_loss = torch.zeros(())
-                    for d, head in zip(config.dims, heads[name], strict=True):
-                        logits = head(sub[:, :d])
-                        if kinds[name] == "multilabel":
-                            task_loss = task_loss + nn.functional.binary_cross_entropy_with_logits(
-                                logits, y
-                            )
-                        else:
-                            task_loss = task_loss + nn.functional.cross_entropy(logits, y)
-                    task_loss = task_loss / len(config.dims)
+                    lossf = (
+                        nn.functional.binary_cross_entropy_with_logits
+                        if kinds[name] == "multilabel"
+                        else nn.functional.cross_entropy
+                    )
+                    task_loss = sum(
+                        lossf(head(sub[:, :d]), y)
+                        for d, head in zip(config.dims, heads[name], strict=True)
+                    ) / len(config.dims)
                     if name in bag_heads:
-                        logits = bag_heads[name](bag[torch.from_numpy(present)])
-                        if kinds[name] == "multilabel":
-                            task_loss = task_loss + nn.functional.binary_cross_entropy_with_logits(
-                                logits, y
-                            )
-                        else:
-                            task_loss = task_loss + nn.functional.cross_entropy(logits, y)
+                        task_loss = task_loss + lossf(
+                            bag_heads[name](bag[torch.from_numpy(present)]), y
+                        )
                     if weighting == "chance":
                         loss = loss + task_loss / chance[name]
                     else:
