@@ -113,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--path-dropout", type=float, default=0.5)
-    p.add_argument("--prose-per-language", type=int, default=3000)
+    p.add_argument(
+        "--path-dropout", type=float, default=0.5, help="share of texts trained on the bag alone"
+    )
+    p.add_argument(
+        "--prose-per-language", type=int, default=3000, help="texts per language at most"
+    )
     p.add_argument("--head-rows", type=int, default=40_000)
     p.add_argument("--tier", type=int, default=None, help="tier the heads use (default: largest)")
     p.add_argument(

@@ -69,6 +69,10 @@ def test_config_is_checked():
         ByteConfig(grams=7)
     with pytest.raises(ConfigError, match="bag must be a non-negative integer"):
         ByteConfig(bag=-5)
+    with pytest.raises(ConfigError, match="bag_dim must be a positive integer, got 0"):
+        ByteConfig(bag_dim=0)
+    with pytest.raises(ConfigError, match="int8 must be true or false, got 1"):
+        ByteConfig(int8=1)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown byte trunk settings"):
         ByteConfig.from_json({"width": 3})
     assert ByteConfig.from_json(SMALL.to_json()) == SMALL

@@ -361,13 +361,13 @@ def _build_module(
             big = torch.finfo(x.dtype).max
             mx = x.masked_fill(~keep.unsqueeze(-1), -big).amax(1)
             conv = torch.cat([mean, mx, torch.sqrt(var + 1e-6)], dim=1)
-            if not config.bag:
-                return (self.out(self.drop(conv)), None) if parts else self.out(self.drop(conv))
-            bag = self._bag(ids)
-            if self.training and path_dropout:  # some texts learn from the bag alone
-                keep_conv = torch.rand(conv.shape[0], 1) >= path_dropout
-                conv = conv * keep_conv.to(conv.dtype)
-            emb = self.out(self.drop(torch.cat([conv, bag], dim=1)))
+            bag = self._bag(ids) if config.bag else None
+            if bag is not None:
+                if self.training and path_dropout:  # some texts learn from the bag alone
+                    keep_conv = torch.rand(conv.shape[0], 1) >= path_dropout
+                    conv = conv * keep_conv.to(conv.dtype)
+                conv = torch.cat([conv, bag], dim=1)
+            emb = self.out(self.drop(conv))
             return (emb, bag) if parts else emb
 
     return ByteEncoder()
