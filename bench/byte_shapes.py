@@ -31,9 +31,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 SHAPES = {
-    "convolutions only (ngrams 8192)": {"ngrams": 8192, "bag": 0},
-    "+ bag 8192 x 128 int8, no ngrams (default)": {},
-    "+ bag, no path dropout": {"path_dropout": 0.0},
+    "bag 8192 x 128, mean (the earlier shape)": {"bag": 8192, "bag_norm": "mean"},
+    "bag 8192 x 128, l2log": {"bag": 8192},
+    "bag 32768 x 64, l2log": {"bag": 32768, "bag_dim": 64},
+    "bag 16384 x 128, l2log (default)": {},
 }
 TASKS = {
     "code_language": "multiclass",

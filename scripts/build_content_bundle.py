@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tier", type=int, default=None, help="tier the heads use (default: largest)")
     p.add_argument(
         "--config",
-        default='{"ngrams": 0, "heads": 0, "grams": 4, "bag": 8192, "bag_dim": 128, "int8": true}',
+        default='{"ngrams": 0, "heads": 0, "grams": 4, "bag": 16384, "bag_dim": 128, "int8": true, '
+        '"bag_norm": "l2log"}',
         help="ByteConfig fields as JSON",
     )
     p.add_argument("--limit", type=int, default=None, help="use only this many rows (trial runs)")

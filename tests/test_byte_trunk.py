@@ -172,6 +172,10 @@ def test_a_saved_byte_bundle_carries_its_graph_and_predicts_without_torch(
     folder = b.save(tmp_path / "b")
     spec = json.loads((folder / "bundle.json").read_text())["trunk"]["spec"]
     assert spec["graph"].startswith("model-") and (folder / spec["graph"]).is_file()
+    # the weights are stored once: in the graph, not again beside the heads
+    from safetensors.numpy import load_file
+
+    assert not [k for k in load_file(folder / "heads.safetensors") if k.startswith("trunk/")]
     again = Bundle.load(folder, cache=None)
     np.testing.assert_allclose(again.predict_proba(probe)["library"], want, atol=1e-4)
     code = (
@@ -301,18 +305,64 @@ def test_the_bag_trains_with_path_dropout_and_int8_matches_between_torch_and_onn
             train_byte_trunk(texts, tasks, config=config, path_dropout=bad)
 
 
-def test_the_bag_counted_for_prediction_equals_the_bag_gathered_in_training():
+@pytest.mark.parametrize("norm", ["mean", "l2log"])
+def test_the_bag_weighs_each_row_by_its_count_as_its_norm_says(norm):
     import torch
 
     from manyheads.trunks.byte import _build_module
 
     config = ByteConfig(
-        max_bytes=64, embed=8, channels=16, dilations=(1,), dims=(8,), bag=50, int8=False
-    )
-    module = _build_module(config)
-    ids = torch.from_numpy(byte_ids(["ab ab ab", "é x", "", "zzzzzzzzzz"], 64, 8)[0])
+        max_bytes=64, embed=8, channels=16, dilations=(1,), dims=(8,), bag=50, int8=False,
+        bag_norm=norm,
+    )  # fmt: skip
+    module = _build_module(config).eval()
+    texts = ["ab ab ab", "é x", "", "zzzzzzzzzz"]
+    ids = torch.from_numpy(byte_ids(texts, 64, 8)[0])
     with torch.no_grad():
-        counted = module.eval()._bag(ids)
-        gathered = module.train()._bag(ids)
-    np.testing.assert_allclose(counted.numpy(), gathered.numpy(), atol=1e-5)
-    assert float(counted[2].abs().sum()) > 0  # an empty text still has its separator
+        bag = module._bag(ids).numpy()
+        table = module.bag.weight.numpy()
+        rows = [ids[:, :, None]] + [g[:, :, None] + 258 for g in module._grams(ids, 50)]
+        every = torch.cat(rows, 2).numpy()  # text x byte x (byte, its 2-, 3-, 4-gram)
+    for i, text in enumerate(texts):
+        n = max(len(text.encode()), 1)  # an empty text is its separator alone
+        used = every[i, :n].ravel()
+        counts = np.bincount(used, minlength=table.shape[0]).astype(np.float64)
+        if norm == "mean":
+            weights = counts / n
+        else:
+            weights = np.log1p(counts) / np.linalg.norm(np.log1p(counts))
+        np.testing.assert_allclose(bag[i], weights @ table, atol=1e-5)
+    assert np.abs(bag[2]).sum() > 0
+    with pytest.raises(ConfigError, match="bag_norm must be one of l2log, mean"):
+        ByteConfig(bag_norm="sum")
+
+
+def test_trunk_weights_stay_beside_the_graph_when_it_does_not_hold_them_all(
+    trained, tmp_path, monkeypatch
+):
+    import sys
+
+    from safetensors.numpy import load_file
+
+    from manyheads.trunks.byte import ByteTrunk
+
+    pytest.importorskip("onnxruntime")
+    trunk, _, rows = trained
+    texts = [r["text"] for r in rows[:40]]
+    b = Bundle(trunk=trunk.with_tier(16), cache=None)
+    b.fit_head("library", texts, [r["library"] for r in rows[:40]], kind="binary")
+    want = b.predict_proba(texts)["library"]
+    with monkeypatch.context() as m:  # as if the exporter had merged two equal tensors
+        m.setattr(ByteTrunk, "weights_in_graph", lambda self: False)
+        kept = b.save(tmp_path / "kept")
+    assert {k for k in load_file(kept / "heads.safetensors") if k.startswith("trunk/")}
+    once = b.save(tmp_path / "once")
+    assert not [k for k in load_file(once / "heads.safetensors") if k.startswith("trunk/")]
+    for folder in (kept, once):
+        got = Bundle.load(folder, cache=None).predict_proba(texts)["library"]
+        np.testing.assert_allclose(got, want, atol=1e-4)
+    # reading weights from the graph needs the onnx package: said so, not a bare ImportError
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(ManyheadsError, match=r"pip install 'manyheads\[onnx\]'"):
+        Bundle.load(once, cache=None).trunk.fingerprint  # noqa: B018
+    assert Bundle.load(kept, cache=None).trunk.fingerprint == b.trunk_fingerprint

@@ -1055,7 +1055,7 @@ class Bundle:
             for name, (_, ts) in self._state.records.items():
                 for key, arr in ts.items():
                     tensors[f"heads/{name}/{key}"] = arr
-            if shared is None:
+            if shared is None and not self._trunk_in_graph():
                 for key, arr in self._current_trunk_state().items():
                     tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
             self._save_data(folder)
@@ -1088,6 +1088,15 @@ class Bundle:
                     part.graph, part.folder = source.name, source.parent  # saved elsewhere: a copy
             part.save_files(folder)
         self._trunk_ref = self._reference(trunk)
+
+    def _trunk_in_graph(self) -> bool:
+        """True when the trunk is a byte trunk whose ONNX graph in the bundle holds every
+        weight unchanged: the weights are then stored once, in the graph."""
+        if self._trunk_ref["spec"].get("type") != "byte" or not self._trunk_ref["spec"].get(
+            "graph"
+        ):
+            return False
+        return bool(getattr(self.trunk, "weights_in_graph", lambda: False)())
 
     def _onnx_trunk(self) -> Any:
         """The ONNX graph part of an exported bundle's trunk, or None."""

@@ -47,7 +47,8 @@ from ..heads.fused import KINDS
 from .base import check_texts, config_fingerprint, l2_normalise
 
 # settings added after the first byte bundles, with the values that leave them out
-_LATER: dict[str, Any] = {"grams": 3, "bag": 0, "bag_dim": 64, "int8": False}
+_LATER: dict[str, Any] = {"grams": 3, "bag": 0, "bag_dim": 64, "int8": False, "bag_norm": "mean"}
+BAG_NORMS = ("l2log", "mean")
 _PRIMES = (7919, 104729, 1299709, 15485863)  # hash multipliers of the bytes before
 PAD, SEP = 0, 257  # byte b is token b + 1; 257 joins a long text's head and tail
 VOCAB = 258
@@ -74,11 +75,13 @@ class ByteConfig:
     dims: tuple[int, ...] = (32, 64, 128, 256)
     ngrams: int = 0  # > 0: also embed hashed byte 2- to `grams`-grams into this many buckets
     grams: int = 4  # longest hashed byte n-gram (2-5) of `ngrams` and `bag`
-    bag: int = 8192  # > 0: a bag of hashed byte 1- to `grams`-grams (own table, this many
+    bag: int = 16384  # > 0: a bag of hashed byte 1- to `grams`-grams (own table, this many
     # buckets), averaged over the text, joins the pooled features (what n-gram language
     # identifiers do; it generalises where the convolutions memorise)
     bag_dim: int = 128  # width of the bag's vectors
     int8: bool = True  # the bag's table kept as int8 with a scale per row (4x smaller)
+    bag_norm: str = "l2log"  # how a text's n-gram counts weigh its bag rows: "l2log",
+    # log(1 + count) scaled to unit length (as sublinear TF-IDF does), or "mean"
 
     def __post_init__(self) -> None:
         ints = {"max_bytes": self.max_bytes, "embed": self.embed, "channels": self.channels}
@@ -111,6 +114,10 @@ class ByteConfig:
             )
         if not isinstance(self.int8, bool):
             raise ConfigError(f"byte trunk int8 must be true or false, got {self.int8!r}")
+        if self.bag_norm not in BAG_NORMS:
+            raise ConfigError(
+                f"byte trunk bag_norm must be one of {', '.join(BAG_NORMS)}, got {self.bag_norm!r}"
+            )
         if not isinstance(self.bag, int) or isinstance(self.bag, bool) or self.bag < 0:
             raise ConfigError(f"byte trunk bag must be a non-negative integer, got {self.bag!r}")
         if self.heads and self.channels % self.heads:
@@ -184,6 +191,29 @@ def _bag_shapes(config: ByteConfig) -> dict[str, tuple[int, ...]]:
     if config.int8:
         return {"bag.q": (rows, config.bag_dim), "bag.scale": (rows,)}
     return {"bag.weight": (rows, config.bag_dim)}
+
+
+def graph_initializers(
+    path: Path, names: set[str], sha256: str | None = None
+) -> dict[str, np.ndarray]:
+    """The initializers of the ONNX graph file ``path`` named in ``names`` (the file
+    checked against ``sha256`` first, when given)."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise ManyheadsError(
+            f"the byte trunk keeps its weights in its ONNX graph ({path.name}); reading them "
+            "needs the onnx package: pip install 'manyheads[onnx]'"
+        ) from None
+    from .onnxrt import read_graph
+
+    blob = read_graph(path, sha256)
+    try:
+        model = onnx.load_model_from_string(blob)
+    except Exception as exc:  # protobuf and onnx raise several kinds
+        raise ManyheadsError(f"cannot read the byte trunk's graph {path}: {exc}") from exc
+    return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name in names}
 
 
 def quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -319,23 +349,26 @@ def _build_module(
             return out
 
         def _bag(self, ids: Any) -> Any:
-            """Mean over the text's bytes of their byte and n-gram rows of the bag table."""
+            """The text's bag vector: its bytes' and n-grams' rows of the bag table,
+            weighed by their counts in the text (``bag_norm``)."""
             keep = ids != PAD
             grams = [g + VOCAB for g in self._grams(ids, config.bag)]
-            n = keep.sum(1, keepdim=True).clamp(min=1).to(torch.float32)
-            if self.training:  # gathered rows: a sparse gradient path
-                x = self.bag(ids) + sum(self.bag(g) for g in grams)
-                return (x * keep.unsqueeze(-1).to(x.dtype)).sum(1) / n
-            # predicting: count each row's uses per text, then one matrix product with
-            # the table (a few MB less memory traffic than gathering rows per byte)
+            # count each row's uses per text, then one matrix product with the table (far
+            # less memory traffic than gathering a row per byte and n-gram)
             idx = torch.cat([ids, *(torch.where(keep, g, torch.zeros_like(g)) for g in grams)], 1)
             counts = torch.zeros(ids.shape[0], VOCAB + config.bag).scatter_add(
                 1, idx, torch.ones(idx.shape)
             )
             counts = counts * (torch.arange(VOCAB + config.bag) != PAD).to(torch.float32)
+            if config.bag_norm == "mean":
+                n = keep.sum(1, keepdim=True).clamp(min=1).to(torch.float32)
+                weights = counts / n
+            else:  # "l2log"
+                weights = torch.log1p(counts)
+                weights = weights / weights.pow(2).sum(1, keepdim=True).sqrt().clamp(min=1e-6)
             if isinstance(self.bag, QuantTable):
-                return self.bag.mix(counts) / n
-            return (counts @ self.bag.weight) / n
+                return self.bag.mix(weights)
+            return weights @ self.bag.weight
 
         def _embed(self, ids: Any) -> Any:
             x = self.embed(ids)
@@ -619,15 +652,39 @@ class ByteTrunk:
     def dim(self) -> int:
         return self.tier
 
-    @property
-    def fingerprint(self) -> str:
+    def _weights(self) -> dict[str, np.ndarray]:
+        """The weights: as given, else read once from the graph's initializers (a bundle
+        whose graph holds every weight unchanged stores them there only)."""
+        if not self._state and self.graph is not None and self.folder is not None:
+            where = self.folder / self.graph
+            found = graph_initializers(where, set(expected_shapes(self.config)), self.graph_sha256)
+            self._state = self._checked(found, f" (read from {where})")
         if not self._state:
             raise ManyheadsError("the byte trunk has no weights yet: train it first")
+        return self._state
+
+    def weights_in_graph(self) -> bool:
+        """Whether the graph file holds every weight under its name, unchanged (the
+        exporter may merge equal tensors; then the weights are stored beside it)."""
+        if self.graph is None or self.folder is None or not self._state:
+            return False
+        try:
+            found = graph_initializers(self.folder / self.graph, set(self._state))
+        except ManyheadsError:  # no onnx package here: keep the weights beside the graph
+            return False
+        return found.keys() == self._state.keys() and all(
+            found[k].dtype == v.dtype and np.array_equal(found[k], v)
+            for k, v in self._state.items()
+        )
+
+    @property
+    def fingerprint(self) -> str:
         if self._fingerprint is None:
+            state = self._weights()
             h = hashlib.sha256()
-            for key in sorted(self._state):
+            for key in sorted(state):
                 h.update(key.encode())
-                h.update(np.ascontiguousarray(self._state[key]).tobytes())
+                h.update(np.ascontiguousarray(state[key]).tobytes())
             extra = {**self.config.to_json(), "tier": self.tier}
             self._fingerprint = config_fingerprint("byte", extra, h.digest())
         return self._fingerprint
@@ -639,9 +696,9 @@ class ByteTrunk:
         return spec
 
     def state(self) -> dict[str, np.ndarray]:
-        return dict(self._state)
+        return dict(self._weights())
 
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
+    def _checked(self, state: dict[str, np.ndarray], where: str = "") -> dict[str, np.ndarray]:
         expected = expected_shapes(self.config)
         got = {k: tuple(np.asarray(v).shape) for k, v in state.items()}
         if got != expected:
@@ -649,13 +706,17 @@ class ByteTrunk:
             wrong = sorted(k for k in set(expected) & set(got) if expected[k] != got[k])
             raise ManyheadsError(
                 "byte trunk weights do not match its config"
+                + where
                 + (f"; missing {missing[:3]}" if missing else "")
                 + (f"; wrong shape {wrong[:3]}" if wrong else "")
             )
-        self._state = {
+        return {
             k: np.asarray(v, dtype=np.int8 if k == "bag.q" else np.float32)
             for k, v in state.items()
         }
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        self._state = self._checked(state)
         self._module = None
         self._session = None
         self._fingerprint = None
@@ -727,10 +788,8 @@ class ByteTrunk:
     def _ensure(self) -> Any:
         if self._module is None:
             torch = require("torch", "transformers")
-            if not self._state:
-                raise ManyheadsError("the byte trunk has no weights yet: train it first")
             module = _build_module(self.config)
-            module.load_state_dict({k: torch.from_numpy(v) for k, v in self._state.items()})
+            module.load_state_dict({k: torch.from_numpy(v) for k, v in self._weights().items()})
             module.eval()
             self._module = module
         return self._module

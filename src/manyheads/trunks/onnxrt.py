@@ -53,6 +53,20 @@ def cpu_threads() -> int:
         return os.cpu_count() or 1
 
 
+def read_graph(path: Path, sha256: str | None, *, hint: str = "") -> bytes:
+    """The bytes of the graph file ``path``, checked against ``sha256`` (the one the
+    bundle names; ``hint`` ends the refusal)."""
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise ManyheadsError(f"cannot read the ONNX graph {path}: {exc}") from exc
+    if sha256 is not None and hashlib.sha256(blob).hexdigest() != sha256:
+        raise FingerprintMismatchError(
+            f"{path} is not the graph this bundle was saved with (its SHA-256 differs){hint}"
+        )
+    return blob
+
+
 def open_session(
     path: Path,
     sha256: str | None,
@@ -64,14 +78,7 @@ def open_session(
     ``sha256`` (the one the bundle names; ``hint`` ends the refusal), then handed to
     onnxruntime."""
     ort = require("onnxruntime", "onnx")
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise ManyheadsError(f"cannot read the ONNX graph {path}: {exc}") from exc
-    if sha256 is not None and hashlib.sha256(blob).hexdigest() != sha256:
-        raise FingerprintMismatchError(
-            f"{path} is not the graph this bundle was saved with (its SHA-256 differs){hint}"
-        )
+    blob = read_graph(path, sha256, hint=hint)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or cpu_threads()
     options.inter_op_num_threads = 1
