@@ -5,8 +5,9 @@ Raw UTF-8 bytes in; no tokenizer, no pretrained weights:
     bytes -> byte embedding -> a strided stem convolution -> depthwise-separable
     convolution blocks (dilations 1, 2, 4, 8: receptive field ~490 bytes) ->
     optional light bidirectional self-attention (``heads``) -> statistical
-    pooling (mean ‖ max ‖ std) ‖ a bag of hashed byte 1- to 4-grams averaged
-    over the text (``bag``; its table int8) -> a linear projection to an
+    pooling (mean ‖ max ‖ std) ‖ a bag of hashed byte 1- to 4-grams, each row
+    weighed by log(1 + its count), unit length (``bag``, ``bag_norm``; its
+    table int8) -> a linear projection to an
     embedding with nested (Matryoshka) dimensions
 
 so the first 32 / 64 / 128 / 256 numbers of a vector are each an embedding on
@@ -76,7 +77,7 @@ class ByteConfig:
     ngrams: int = 0  # > 0: also embed hashed byte 2- to `grams`-grams into this many buckets
     grams: int = 4  # longest hashed byte n-gram (2-5) of `ngrams` and `bag`
     bag: int = 16384  # > 0: a bag of hashed byte 1- to `grams`-grams (own table, this many
-    # buckets), averaged over the text, joins the pooled features (what n-gram language
+    # buckets), weighed by `bag_norm`, joins the pooled features (what n-gram language
     # identifiers do; it generalises where the convolutions memorise)
     bag_dim: int = 128  # width of the bag's vectors
     int8: bool = True  # the bag's table kept as int8 with a scale per row (4x smaller)
