@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.fused import KINDS
 from .base import check_texts, config_fingerprint, l2_normalise
+from .onnxrt import read_graph
 
 # settings added after the first byte bundles, with the values that leave them out
 _LATER: dict[str, Any] = {"grams": 3, "bag": 0, "bag_dim": 64, "int8": False, "bag_norm": "mean"}
@@ -207,14 +208,17 @@ def graph_initializers(
             f"the byte trunk keeps its weights in its ONNX graph ({path.name}); reading them "
             "needs the onnx package: pip install 'manyheads[onnx]'"
         ) from None
-    from .onnxrt import read_graph
-
     blob = read_graph(path, sha256)
     try:
         model = onnx.load_model_from_string(blob)
     except Exception as exc:  # protobuf and onnx raise several kinds
         raise ManyheadsError(f"cannot read the byte trunk's graph {path}: {exc}") from exc
-    return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.name in names}
+    # copies: to_array gives read-only views of the protobuf's bytes, which torch warns on
+    return {
+        i.name: np.array(numpy_helper.to_array(i))
+        for i in model.graph.initializer
+        if i.name in names
+    }
 
 
 def quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -365,8 +369,7 @@ def _build_module(
                 n = keep.sum(1, keepdim=True).clamp(min=1).to(torch.float32)
                 weights = counts / n
             else:  # "l2log"
-                weights = torch.log1p(counts)
-                weights = weights / weights.pow(2).sum(1, keepdim=True).sqrt().clamp(min=1e-6)
+                weights = f.normalize(torch.log1p(counts), dim=1, eps=1e-6)
             if isinstance(self.bag, QuantTable):
                 return self.bag.mix(weights)
             return weights @ self.bag.weight
@@ -639,6 +642,7 @@ class ByteTrunk:
         self.batch_size = int(batch_size)
         self._state: dict[str, np.ndarray] = {}
         self._module: Any = None
+        self._held_by: str | None = None  # SHA-256 of a graph known to hold these weights
         self._session: Any = None
         self._fingerprint: str | None = None
         # the ONNX graph of these weights (a file in ``folder``), if written
@@ -660,6 +664,7 @@ class ByteTrunk:
             where = self.folder / self.graph
             found = graph_initializers(where, set(expected_shapes(self.config)), self.graph_sha256)
             self._state = self._checked(found, f" (read from {where})")
+            self._held_by = self.graph_sha256
         if not self._state:
             raise ManyheadsError("the byte trunk has no weights yet: train it first")
         return self._state
@@ -669,14 +674,18 @@ class ByteTrunk:
         exporter may merge equal tensors; then the weights are stored beside it)."""
         if self.graph is None or self.folder is None or not self._state:
             return False
+        if self._held_by is not None and self._held_by == self.graph_sha256:
+            return True  # read from that graph, or checked against it already
         try:
             found = graph_initializers(self.folder / self.graph, set(self._state))
         except ManyheadsError:  # no onnx package here: keep the weights beside the graph
             return False
-        return found.keys() == self._state.keys() and all(
+        held = found.keys() == self._state.keys() and all(
             found[k].dtype == v.dtype and np.array_equal(found[k], v)
             for k, v in self._state.items()
         )
+        self._held_by = self.graph_sha256 if held else None
+        return held
 
     @property
     def fingerprint(self) -> str:
@@ -718,6 +727,7 @@ class ByteTrunk:
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         self._state = self._checked(state)
+        self._held_by = None
         self._module = None
         self._session = None
         self._fingerprint = None
