@@ -398,3 +398,24 @@ def test_labels_are_checked_against_the_head_kind(trained: Bundle):
     with pytest.raises(DataError, match="label #0 is .*; a multilabel head takes a list"):
         trained.fit_head("t", texts, [[{"x": 1}], ["y"], ["x"], []], kind="multilabel")
     assert "t" not in trained.heads
+
+
+def test_files_written_atomically_get_the_usual_modes_not_the_temp_files(tmp_path):
+    import os
+    import stat
+
+    from manyheads._io import atomic_write_text, staged_dir
+
+    umask = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "new.json", "{}")
+        assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+        (tmp_path / "kept.json").write_text("")
+        os.chmod(tmp_path / "kept.json", 0o600)
+        atomic_write_text(tmp_path / "kept.json", "{}")  # a replaced file keeps its mode
+        assert stat.S_IMODE((tmp_path / "kept.json").stat().st_mode) == 0o600
+        with staged_dir(tmp_path / "folder") as work:
+            (work / "x").write_text("")
+        assert stat.S_IMODE((tmp_path / "folder").stat().st_mode) == 0o750
+    finally:
+        os.umask(umask)

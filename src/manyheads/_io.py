@@ -4,10 +4,30 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+
+def _fresh(parent: Path, prefix: str, suffix: str, make: Any) -> tuple[Path, Any]:
+    """``make(path)`` on a new random name in ``parent`` (retried if taken). Unlike
+    ``tempfile``'s owner-only files, what ``make`` creates gets the usual modes
+    (the umask applies)."""
+    import secrets
+
+    for _ in range(100):
+        path = parent / f"{prefix}{secrets.token_hex(8)}{suffix}"
+        try:
+            return path, make(path)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {parent}")
+
+
+def _keep_mode(source: Path, target: Path) -> None:
+    """Give ``source`` the mode of ``target``, the file it will replace, if any."""
+    with contextlib.suppress(OSError):
+        os.chmod(source, target.stat().st_mode & 0o7777)
 
 
 @contextlib.contextmanager
@@ -18,8 +38,10 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    tmp, fd = _fresh(path.parent, f".{path.name}.", ".tmp", lambda p: os.open(p, flags, 0o666))
     try:
+        _keep_mode(tmp, path)
         binary = "b" in mode
         fh: IO[Any]
         with os.fdopen(fd, mode, encoding=None if binary else "utf-8") as fh:
@@ -67,7 +89,7 @@ def staged_dir(out: Path, check: Any = None) -> Iterator[Path]:
     raises, the half-built folder is removed and ``out`` is untouched.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    work, _ = _fresh(out.parent, f".{out.name}.tmp-", "", lambda p: p.mkdir())
     try:
         yield work
         if check is not None:
