@@ -1,11 +1,14 @@
 """Byte trunk shapes side by side on accuracy: the same rows, epochs and heads for each.
 
     .venv/bin/python scripts/build_content_bundle.py --rows bench/.cache/content_rows.jsonl.gz
-    .venv/bin/python bench/byte_shapes.py [--rows 40000] [--epochs 3] [--json FILE]
+    .venv/bin/python bench/byte_shapes.py [--preset init|bag] [--rows 40000] [--epochs 3]
+        [--json FILE]
 
-For each shape (a JSON object of ByteConfig fields, with ``path_dropout``
-for training): trains a byte trunk on the same random ``--rows`` rows of the
-content data's train part with all four tasks, fits a LogisticRegression
+``--preset init`` compares how the bag table starts, ``bag`` how the bag is
+weighed and sized. For each shape (a JSON object of ByteConfig fields, with
+``path_dropout`` and ``bag_init`` for training): trains a byte trunk on the
+same random ``--rows`` rows of the content data's train part with all four
+tasks, fits a LogisticRegression
 (C=10) per head on 30,000 of those rows at the largest tier, and scores the
 test part: code_language accuracy on code rows, language accuracy on real
 texts of >= 20 characters, kind accuracy, risk micro-F1 (threshold 0.5), and
@@ -30,12 +33,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SHAPES = {
-    "bag 8192 x 128, mean (the earlier shape)": {"bag": 8192, "bag_norm": "mean"},
-    "bag 8192 x 128, l2log": {"bag": 8192},
-    "bag 32768 x 64, l2log": {"bag": 32768, "bag_dim": 64},
-    "bag 16384 x 128, l2log (default)": {},
-}
+PRESETS = {
+    # how to weigh and size the bag (measured with the bag table started N(0, 1))
+    "bag": {
+        "bag 8192 x 128, mean (the earlier shape)": {
+            "bag": 8192, "bag_norm": "mean", "bag_init": "normal"
+        },
+        "bag 8192 x 128, l2log": {"bag": 8192, "bag_init": "normal"},
+        "bag 32768 x 64, l2log": {"bag": 32768, "bag_dim": 64, "bag_init": "normal"},
+        "bag 16384 x 128, l2log (default)": {"bag_init": "normal"},
+    },
+    # how to start the bag table
+    "init": {
+        "bag table started N(0, 1) (the earlier training)": {"bag_init": "normal"},
+        "bag table started small (default)": {},
+    },
+}  # fmt: skip
 TASKS = {
     "code_language": "multiclass",
     "language": "multiclass",
@@ -49,7 +62,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=HERE / ".cache" / "content_rows.jsonl.gz")
     ap.add_argument("--rows", type=int, default=40_000)
     ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--shape", action="append", help="name=JSON (repeatable; default: built-in)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="init", help="shapes compared")
+    ap.add_argument("--shape", action="append", help="name=JSON (repeatable; instead of --preset)")
     ap.add_argument("--json")
     args = ap.parse_args()
     from _common import machine, write_json
@@ -59,7 +73,7 @@ def main() -> None:
 
     from manyheads.trunks.byte import ByteConfig, train_byte_trunk
 
-    shapes = SHAPES
+    shapes = PRESETS[args.preset]
     if args.shape:
         shapes = {}
         for item in args.shape:
@@ -89,17 +103,18 @@ def main() -> None:
     for name, change in shapes.items():
         change = dict(change)
         path_dropout = change.pop("path_dropout", 0.5)
+        bag_init = change.pop("bag_init", "small")
         config = ByteConfig.from_settings(change)
         t0 = time.perf_counter()
         trunk, summary = train_byte_trunk(
             [r["text"] for r in train],
             {k: ([r[k] for r in train], kind) for k, kind in TASKS.items()},
             config=config, epochs=args.epochs, batch_size=128, lr=3e-3,
-            path_dropout=path_dropout,
+            path_dropout=path_dropout, bag_init=bag_init,
         )  # fmt: skip
         x_tr = trunk.encode([r["text"] for r in heads_rows])
         x_te = trunk.encode([r["text"] for r in test])
-        out: dict[str, Any] = {"config": change, "path_dropout": path_dropout}
+        out: dict[str, Any] = {"config": change, "path_dropout": path_dropout, "bag_init": bag_init}
         for head in ("code_language", "language", "kind"):
             idx = [i for i, r in enumerate(heads_rows) if r[head] is not None]
             clf = LogisticRegression(C=10, max_iter=1000)

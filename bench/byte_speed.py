@@ -8,7 +8,9 @@
    beside it;
 2. shapes: trunks with random weights (speed does not depend on training) of
    the content bundle's config and variations of it, encoding the same texts,
-   ratio to the content config.
+   ratio to the content config; "stem as a convolution" is the content config
+   with its graph's stem computed as the strided convolution it is trained as
+   (the graph computes it as table lookups).
 
 The machine's speed drifts by tens of percent over minutes, so every
 measurement runs in each of `--rounds` rounds, one after the other inside a
@@ -34,6 +36,7 @@ sys.path.insert(0, str(HERE))
 SHARED = HERE.parent.parent / "shared" / "data"
 VARIANTS: dict[str, dict[str, Any]] = {
     "content config": {},
+    "stem as a convolution": {"_stem": "conv"},  # how graphs computed it before the lookups
     "attention (2 heads)": {"heads": 2},
     "no bag": {"bag": 0},
     "bag table float32": {"int8": False},
@@ -88,6 +91,7 @@ def main() -> None:
     from _common import machine, write_json
 
     from manyheads import Bundle
+    from manyheads.trunks import byte
     from manyheads.trunks.byte import ByteConfig, ByteTrunk, _build_module
 
     texts = one_kb_texts(args.texts)
@@ -124,11 +128,17 @@ def main() -> None:
     results["shapes"] = {}
     shape_fns, params = {}, {}
     for name, change in VARIANTS.items():
+        change = dict(change)
+        stem = change.pop("_stem", byte._STEM)
         cfg = ByteConfig.from_json({**config.to_json(), **change})
         module = _build_module(cfg)
         state = {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
         trunk = ByteTrunk(cfg, state=state)
-        trunk.save_files(Path(tempfile.mkdtemp(prefix="byte-speed-")))
+        default, byte._STEM = byte._STEM, stem
+        try:
+            trunk.save_files(Path(tempfile.mkdtemp(prefix="byte-speed-")))
+        finally:
+            byte._STEM = default
         shape_fns[name] = lambda trunk=trunk: trunk.encode(texts)
         params[name] = sum(v.size for v in state.values())
     rates = round_robin(shape_fns, len(texts), args.rounds)

@@ -105,6 +105,31 @@ def evaluate(bundle: Bundle, rows: list[dict]) -> dict:
     return out
 
 
+def drop_locks(folder: Path) -> None:
+    """Remove the save locks (``.lock``) the bundle folders keep: not for the package."""
+    for lock in folder.rglob(".lock"):
+        lock.unlink()
+
+
+def reexport(source: Path, out: Path) -> int:
+    """Save the bundle at ``source`` (and its tiers) to ``out`` with a newly exported
+    graph: the same weights and heads, so the same fingerprints and answers."""
+    from manyheads._io import atomic_write_bytes
+
+    if out.resolve() == source.resolve():
+        raise SystemExit("--reexport: give another --out folder than the bundle's own")
+    main = Bundle.load(source, cache=None)
+    tiers = main.tier_bundles()
+    main.trunk.drop_graph()
+    main.save(out)
+    main.save_tiers(tiers)
+    if (source / "SOURCES.json").is_file():
+        atomic_write_bytes(out / "SOURCES.json", (source / "SOURCES.json").read_bytes())
+    drop_locks(out)
+    print(f"saved {out} with graph {main.trunk.graph}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
@@ -129,7 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--limit", type=int, default=None, help="use only this many rows (trial runs)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--reexport",
+        type=Path,
+        default=None,
+        help="write the bundle in this folder again to --out (same weights and heads, its "
+        "graph exported anew by this version) instead of building one",
+    )
     args = p.parse_args(argv)
+    if args.reexport:
+        return reexport(args.reexport, args.out)
 
     t0 = time.perf_counter()
     roots = [Path(r) for r in SYSTEM_ROOTS if Path(r).is_dir()]
@@ -206,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             "losses": summary.losses,
         }
         atomic_write_text(args.out / "SOURCES.json", json.dumps(sources, indent=1) + "\n")
+        drop_locks(args.out)
         size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
         print(f"saved {args.out} ({size / 1e6:.2f} MB)")
     print(f"done in {time.perf_counter() - t0:.0f} s")

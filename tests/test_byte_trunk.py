@@ -366,3 +366,102 @@ def test_trunk_weights_stay_beside_the_graph_when_it_does_not_hold_them_all(
     with pytest.raises(ManyheadsError, match=r"pip install 'manyheads\[onnx\]'"):
         Bundle.load(once, cache=None).trunk.fingerprint  # noqa: B018
     assert Bundle.load(kept, cache=None).trunk.fingerprint == b.trunk_fingerprint
+
+
+def _byte_ids_one_by_one(texts, max_bytes, multiple=1):
+    """The plain per-text reading of ``byte_ids`` (what it must equal)."""
+    half = (max_bytes - 1) // 2
+    rows = []
+    for t in texts:
+        arr = np.frombuffer(t.encode("utf-8", "replace"), dtype=np.uint8).astype(np.int64) + 1
+        if len(arr) > max_bytes:
+            arr = np.concatenate([arr[:half], [SEP], arr[-half:]])
+        rows.append(arr if len(arr) else np.array([SEP]))
+    lengths = np.array([-(-len(r) // multiple) * multiple for r in rows], dtype=np.int64)
+    ids = np.zeros((len(rows), int(lengths.max())), dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    return ids, lengths
+
+
+@pytest.mark.parametrize(("max_bytes", "multiple"), [(21, 1), (64, 8), (1024, 8), (16, 4)])
+def test_byte_ids_read_every_text_as_one_by_one(max_bytes, multiple):
+    rng = np.random.default_rng(0)
+    alphabet = ["a", " ", "\n", "é", "日", "\U0001f600", "\x00", "\udc80"]  # a lone surrogate
+    texts = ["", "x" * 5000, "日本語" * 400] + [
+        "".join(rng.choice(alphabet, size=int(rng.integers(0, 300)))) for _ in range(200)
+    ]
+    ids, lengths = byte_ids(texts, max_bytes, multiple)
+    want_ids, want_lengths = _byte_ids_one_by_one(texts, max_bytes, multiple)
+    assert np.array_equal(ids, want_ids) and np.array_equal(lengths, want_lengths)
+    assert byte_ids([], max_bytes)[0].shape == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "shape", [{}, {"stride": 4, "stem": 6}, {"stride": 3, "stem": 7}, {"stride": 1, "stem": 1}]
+)
+def test_the_stem_as_table_lookups_equals_the_convolution(shape, monkeypatch):
+    import torch
+
+    from manyheads.trunks import byte
+
+    config = ByteConfig(max_bytes=256, embed=8, channels=16, dilations=(1, 2), bag=512, **shape)
+    module = byte._build_module(config).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator))
+        module.embed.weight[0] = 1.0  # a padding row that is not zero: edges still exact
+    texts = ["def f(): return 1", "é" * 200, "", "x" * 900]
+    ids = torch.from_numpy(byte_ids(texts, config.max_bytes, config.stride)[0])
+    with torch.no_grad():
+        looked_up = module(ids)
+        monkeypatch.setattr(byte, "_STEM", "conv")
+        convolved = module(ids)
+    assert looked_up.shape == convolved.shape == (4, config.dims[-1])
+    assert torch.allclose(looked_up, convolved, rtol=1e-4, atol=1e-3)
+    assert not torch.allclose(looked_up[0], looked_up[1])
+
+
+def test_a_dropped_graph_is_exported_anew_at_the_next_save(trained, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from manyheads.trunks import byte
+
+    trunk, _, rows = trained
+    texts = [r["text"] for r in rows[:40]]
+    monkeypatch.setattr(byte, "_STEM", "conv")  # as an older version exported it
+    b = Bundle(trunk=trunk.with_tier(32), cache=None)
+    b.fit_head("library", [r["text"] for r in rows], [r["library"] for r in rows], kind="binary")
+    b.save(tmp_path / "old")
+    monkeypatch.setattr(byte, "_STEM", "lookup")
+    loaded = Bundle.load(tmp_path / "old", cache=None)
+    old_graph = loaded.trunk.graph
+    loaded.trunk.drop_graph()
+    loaded.save(tmp_path / "new")
+    new_graph = loaded.trunk_reference["spec"]["graph"]
+    assert new_graph != old_graph and sorted(p.name for p in (tmp_path / "new").glob("*.onnx")) == [
+        new_graph
+    ]
+    again = Bundle.load(tmp_path / "new", cache=None)
+    assert again.trunk_fingerprint == Bundle.load(tmp_path / "old", cache=None).trunk_fingerprint
+    assert np.allclose(
+        again.trunk.encode(texts), Bundle.load(tmp_path / "old").trunk.encode(texts), atol=1e-5
+    )
+    labels = [a["library"]["label"] for a in again.predict(texts)]
+    assert labels == [a["library"]["label"] for a in loaded.predict(texts)]
+
+
+def test_the_bag_table_starts_small_unless_asked_otherwise(debian_rows):
+    from manyheads.trunks.byte import _build_module
+
+    config = ByteConfig(max_bytes=64, embed=8, channels=16, dilations=(1,), bag=1024, bag_dim=32)
+    small = _build_module(config, train=True).bag.weight.detach()
+    assert float(small.abs().max()) <= 1 / 32 and float(small[0].abs().max()) == 0.0
+    assert float(small.std()) > 0.005  # not all zero: rows differ from the start
+    normal = _build_module(config, train=True, bag_init="normal").bag.weight.detach()
+    assert 0.8 < float(normal[1:].std()) < 1.2
+    texts = [r["text"] for r in debian_rows[:20]]
+    with pytest.raises(ConfigError, match="bag_init must be one of small, normal"):
+        train_byte_trunk(texts, {"s": ([r["section"] for r in debian_rows[:20]], "multiclass")},
+                         config=config, bag_init="zero")  # fmt: skip
