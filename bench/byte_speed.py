@@ -5,7 +5,7 @@
    (1,024 UTF-8 bytes: half source-code snippets of ../shared/data/code, half
    Debian descriptions in their 30 languages, each repeated to 1 KB), batch 64;
    texts/s and the ratio to the 2,000 texts/s bar; the trunk alone (`encode`)
-   beside it;
+   beside it; `--against FOLDER`: another byte bundle in the same rounds;
 2. shapes: trunks with random weights (speed does not depend on training) of
    the content bundle's config and variations of it, encoding the same texts,
    ratio to the content config; "stem as a convolution" is the content config
@@ -86,6 +86,13 @@ def main() -> None:
     ap.add_argument("--bundle", default="content")
     ap.add_argument("--texts", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        help="another byte bundle (a folder) timed in the same rounds at its own tier, "
+        "e.g. an earlier build (repeatable)",
+    )
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     from _common import machine, write_json
@@ -114,6 +121,9 @@ def main() -> None:
     for tier, b in bundles.items():
         fns[f"{tier} all"] = lambda b=b: b.predict(texts)
         fns[f"{tier} trunk"] = lambda b=b: b.trunk.encode(texts)
+    others = {path: Bundle.load(path, cache=None) for path in args.against}
+    for path, b in others.items():
+        fns[f"against {path}"] = lambda b=b: b.predict(texts)
     rates = round_robin(fns, len(texts), args.rounds)
     for tier, b in bundles.items():
         rate, trunk_rate = rates[f"{tier} all"], rates[f"{tier} trunk"]
@@ -123,6 +133,13 @@ def main() -> None:
             "heads": list(b.heads),
         }
         print(f"{'tier ' + str(tier):22s} {rate:17.1f} {rate / 2000:8.2f}x {trunk_rate:11.1f}")
+    results["against"] = {}
+    for path, b in others.items():
+        rate, tier = rates[f"against {path}"], b.trunk.dim
+        mine = rates.get(f"{tier} all")
+        results["against"][path] = {"tier": tier, "texts_per_s": rate, "heads": list(b.heads)}
+        vs = f"; {args.bundle} at tier {tier}: {mine / rate:.2f}x of it" if mine else ""
+        print(f"against {path} (tier {tier}): {rate:.1f} texts/s{vs}")
 
     print(f"\n{'shape (random weights)':22s} {'texts/s':>9s} {'vs content':>10s} {'params':>8s}")
     results["shapes"] = {}
