@@ -12,7 +12,9 @@ reports accuracy on the test part; saves the bundle atomically. The same seed
 on the same data gives the same rows and split (training on CPU is seeded too).
 
 ``--rows PATH`` also writes the labelled rows with their split (gzipped JSON
-lines) for ``bench/content_eval.py``.
+lines) for ``bench/content_eval.py``. ``--reexport FOLDER --out NEW`` writes a
+built bundle again with its graph exported by this version (same weights and
+heads), instead of building.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import content_data as cd  # noqa: E402
 
 from manyheads import Bundle  # noqa: E402
-from manyheads.trunks.byte import ByteConfig, train_byte_trunk  # noqa: E402
+from manyheads.trunks.byte import BAG_INITS, ByteConfig, train_byte_trunk  # noqa: E402
 
 SYSTEM_ROOTS = [
     "/etc",
@@ -135,11 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=ROOT / "src" / "manyheads" / "models" / "content")
     p.add_argument("--rows", type=Path, default=None, help="also write the labelled rows here")
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument(
         "--path-dropout", type=float, default=0.5, help="share of texts trained on the bag alone"
+    )
+    p.add_argument(
+        "--bag-init", choices=BAG_INITS, default="small", help="how the bag table starts"
     )
     p.add_argument(
         "--prose-per-language", type=int, default=3000, help="texts per language at most"
@@ -190,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     trunk, summary = train_byte_trunk(
         [r["text"] for r in train], tasks, config=config, epochs=args.epochs, seed=args.seed,
         batch_size=args.batch_size, lr=args.lr, path_dropout=args.path_dropout,
+        bag_init=args.bag_init,
         progress=True,
     )  # fmt: skip
     print(
@@ -232,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_size": args.batch_size,
             "lr": args.lr,
             "path_dropout": args.path_dropout,
+            "bag_init": args.bag_init,
             "prose_per_language": args.prose_per_language,
             "head_rows": args.head_rows,
             "config": config.to_json(),

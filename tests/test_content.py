@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -133,3 +134,32 @@ def test_split_is_by_group_and_stable():
     parts = [cd.split_of(f"g{i}") for i in range(2000)]
     share = {p: parts.count(p) / len(parts) for p in ("train", "val", "test")}
     assert 0.65 < share["train"] < 0.75 and 0.12 < share["test"] < 0.18
+
+
+def test_the_build_script_reexports_a_bundle_with_its_tiers(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    import stat
+
+    import build_content_bundle as build
+
+    source = builtin_root() / "content"
+    with pytest.raises(SystemExit, match="another --out folder"):
+        build.main(["--reexport", str(source), "--out", str(source)])
+    assert build.main(["--reexport", str(source), "--out", str(tmp_path / "again")]) == 0
+    texts = ["def f(): return 1", "Bonjour à tous, voici le programme.", "user@example.org"]
+    for tier in (256, 32):
+        old = Bundle.load(source, cache=None, tier=tier)
+        new = Bundle.load(tmp_path / "again", cache=None, tier=tier)
+        assert new.trunk_fingerprint == old.trunk_fingerprint
+        assert [p["code_language"]["label"] for p in new.predict(texts)] == [
+            p["code_language"]["label"] for p in old.predict(texts)
+        ]
+    files = [f for f in (tmp_path / "again").rglob("*") if f.is_file()]
+    assert not [f for f in files if f.name == ".lock"]
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o666 & ~umask}  # not 0600
+    assert (tmp_path / "again" / "SOURCES.json").read_bytes() == (
+        source / "SOURCES.json"
+    ).read_bytes()
