@@ -6,7 +6,8 @@
 
 ``--preset init`` compares how the bag table starts, ``bag`` how the bag is
 weighed and sized. For each shape (a JSON object of ByteConfig fields, with
-``path_dropout`` and ``bag_init`` for training): trains a byte trunk on the
+``path_dropout``, ``bag_init``, ``dropout``, ``crop`` and ``crop_tasks`` for
+training): trains a byte trunk on the
 same random ``--rows`` rows of the content data's train part with all four
 tasks, fits a LogisticRegression
 (C=10) per head on 30,000 of those rows at the largest tier, and scores the
@@ -104,17 +105,24 @@ def main() -> None:
         change = dict(change)
         path_dropout = change.pop("path_dropout", 0.5)
         bag_init = change.pop("bag_init", "small")
+        dropout = change.pop("dropout", 0.0)
+        crop = change.pop("crop", 0.0)
+        crop_tasks = change.pop("crop_tasks", None)
         config = ByteConfig.from_settings(change)
         t0 = time.perf_counter()
         trunk, summary = train_byte_trunk(
             [r["text"] for r in train],
             {k: ([r[k] for r in train], kind) for k, kind in TASKS.items()},
             config=config, epochs=args.epochs, batch_size=128, lr=3e-3,
-            path_dropout=path_dropout, bag_init=bag_init,
+            path_dropout=path_dropout, bag_init=bag_init, dropout=dropout,
+            crop=crop, crop_tasks=crop_tasks,
         )  # fmt: skip
         x_tr = trunk.encode([r["text"] for r in heads_rows])
         x_te = trunk.encode([r["text"] for r in test])
-        out: dict[str, Any] = {"config": change, "path_dropout": path_dropout, "bag_init": bag_init}
+        out: dict[str, Any] = {
+            "config": change, "path_dropout": path_dropout, "bag_init": bag_init,
+            "dropout": dropout, "crop": crop, "crop_tasks": crop_tasks,
+        }  # fmt: skip
         for head in ("code_language", "language", "kind"):
             idx = [i for i, r in enumerate(heads_rows) if r[head] is not None]
             clf = LogisticRegression(C=10, max_iter=1000)

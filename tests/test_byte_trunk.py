@@ -465,3 +465,77 @@ def test_the_bag_table_starts_small_unless_asked_otherwise(debian_rows):
     with pytest.raises(ConfigError, match="bag_init must be one of small, normal"):
         train_byte_trunk(texts, {"s": ([r["section"] for r in debian_rows[:20]], "multiclass")},
                          config=config, bag_init="zero")  # fmt: skip
+
+
+def test_crop_reads_random_pieces_cut_at_character_boundaries():
+    from manyheads.trunks.byte import _crop
+
+    texts = ["Grüße aus Köln, 東京からこんにちは! " * 4, "tiny", "def f():\n    return 1\n" * 9]
+    ids, _ = byte_ids(texts, 512, 8)
+    raw = [t.encode() for t in texts]
+    rng = np.random.default_rng(0)
+    seen_short = False
+    for _ in range(100):
+        out, cut = _crop(ids, 0.6, 16, 8, rng)
+        assert out.shape[1] % 8 == 0 and not cut[1]  # 4 bytes: never cut
+        for i, row in enumerate(out):
+            piece = bytes(int(v) - 1 for v in row[row != 0])
+            piece.decode("utf-8")  # whole characters only
+            if cut[i]:
+                assert piece in raw[i] and 13 <= len(piece) < len(raw[i])
+                seen_short |= len(piece) < 40
+            else:
+                assert piece == raw[i]
+    assert seen_short  # lengths spread on a log scale: short pieces are common
+    none, cut = _crop(ids, 0.0, 16, 8, rng)
+    assert not cut.any() and np.array_equal(none, ids)
+
+
+def test_cropped_texts_count_only_for_the_tasks_that_keep_their_labels(debian_rows, monkeypatch):
+    import torch
+
+    import manyheads.trunks.byte as byte
+
+    rows = debian_rows[:64]
+    texts = [r["text"] for r in rows]
+    tasks = {
+        "section": ([r["section"] for r in rows], "multiclass"),
+        "role": ([r["role"] for r in rows], "multilabel"),
+    }
+    config = ByteConfig(max_bytes=64, embed=8, channels=16, dilations=(1,), dims=(8, 16), bag=256)
+    monkeypatch.setattr(byte, "_crop", lambda ids, *a: (ids, np.ones(len(ids), dtype=bool)))
+    calls = []
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    monkeypatch.setattr(
+        torch.nn.functional,
+        "binary_cross_entropy_with_logits",
+        lambda *a, **k: calls.append(1) or bce(*a, **k),
+    )
+    train_byte_trunk(texts, tasks, config=config, epochs=1, batch_size=32, crop=0.5)
+    assert calls  # every task keeps its labels by default
+    calls.clear()
+    train_byte_trunk(texts, tasks, config=config, epochs=1, batch_size=32, crop=0.5,
+                     crop_tasks=["section"])  # fmt: skip
+    assert not calls  # every text was cut: none counts for role
+    _, summary = train_byte_trunk(texts, tasks, config=config, epochs=1, batch_size=32,
+                                  crop=0.5, crop_tasks=[])  # fmt: skip
+    assert summary.steps == 0  # no text counts for any task: no step, no error
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"crop": 1.0}, r"crop must be in \[0, 1\)"),
+        ({"crop": -0.1}, r"crop must be in \[0, 1\)"),
+        ({"crop": 0.3, "crop_min": 0}, "crop_min must be a positive integer"),
+        (
+            {"crop": 0.3, "crop_tasks": ["section", "nope"]},
+            "crop_tasks names tasks not trained: nope",
+        ),
+    ],
+)
+def test_bad_crop_settings_are_refused(debian_rows, setting, message):
+    texts = [r["text"] for r in debian_rows[:20]]
+    with pytest.raises(ConfigError, match=message):
+        train_byte_trunk(texts, {"section": ([r["section"] for r in debian_rows[:20]], "multiclass")},
+                         config=SMALL, **setting)  # fmt: skip

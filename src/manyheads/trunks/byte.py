@@ -519,6 +519,35 @@ def _length_batches(
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def _crop(
+    ids: np.ndarray, share: float, least: int, multiple: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` with a ``share`` of its rows longer than ``least`` bytes replaced by a random
+    piece of themselves (see ``train_byte_trunk``), re-padded to a ``multiple``; and which
+    rows were cut."""
+    sizes = (ids != PAD).sum(1)
+    cut = (rng.random(len(ids)) < share) & (sizes > least)
+    if not cut.any():
+        return ids, cut
+    out = np.where(cut[:, None], PAD, ids)
+    ends = sizes.copy()
+    for i in np.flatnonzero(cut):
+        n = int(sizes[i])
+        size = int(np.exp(rng.uniform(np.log(least), np.log(n))))
+        start = int(rng.integers(0, n - size + 1))
+        stop = start + size
+        row = ids[i]
+        # UTF-8 continuation bytes (0x80-0xBF, tokens 129-192) do not start or end a piece
+        while start < stop - 1 and 129 <= row[start] <= 192:
+            start += 1
+        while stop < n and 129 <= row[stop] <= 192:
+            stop += 1
+        out[i, : stop - start] = row[start:stop]
+        ends[i] = stop - start
+    width = int(-(-ends.max() // multiple) * multiple)
+    return out[:, :width], cut
+
+
 def train_byte_trunk(
     texts: Sequence[str],
     tasks: dict[str, tuple[Sequence[Any], str]],
@@ -532,6 +561,9 @@ def train_byte_trunk(
     dropout: float = 0.0,
     path_dropout: float = 0.5,
     bag_init: str = "small",
+    crop: float = 0.0,
+    crop_tasks: Sequence[str] | None = None,
+    crop_min: int = 16,
     threads: int | None = None,
     progress: bool = False,
 ) -> tuple[ByteTrunk, ByteTrainSummary]:
@@ -549,8 +581,15 @@ def train_byte_trunk(
     fastText starts its n-gram vectors) or ``"normal"`` (torch's N(0, 1), the
     earlier training: every rarely seen row stays loud noise in the texts that
     have it; it scored 0.77 on code and 0.83 on language where ``"small"``
-    scored 0.83 and 0.87, bench/byte_shapes.py). AdamW with a one-cycle learning
-    rate. Returns the trunk (its training heads dropped) and a summary.
+    scored 0.83 and 0.87, bench/byte_shapes.py). ``crop``: that share of the
+    texts longer than ``crop_min`` bytes is read, anew at every epoch, as a
+    random piece of itself (a random start; a length from ``crop_min`` bytes to
+    the whole, evenly spread on a log scale; cut at character boundaries), so
+    the trunk sees short texts of every kind and cannot learn a text by heart;
+    a piece keeps its labels for the tasks in ``crop_tasks`` (default: every
+    task) and counts for no other (a piece of a text holding a key may not hold
+    it). AdamW with a one-cycle learning rate. Returns the trunk (its training
+    heads dropped) and a summary.
     """
     import time
 
@@ -572,9 +611,15 @@ def train_byte_trunk(
         raise ConfigError(f"weighting must be 'chance' or 'uncertainty', got {weighting!r}")
     if epochs < 1 or batch_size < 1 or not lr > 0:
         raise ConfigError("epochs and batch_size must be positive, lr > 0")
-    for setting, rate in (("dropout", dropout), ("path_dropout", path_dropout)):
+    for setting, rate in (("dropout", dropout), ("path_dropout", path_dropout), ("crop", crop)):
         if not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
             raise ConfigError(f"{setting} must be in [0, 1), got {rate!r}")
+    if not isinstance(crop_min, int) or isinstance(crop_min, bool) or crop_min < 1:
+        raise ConfigError(f"crop_min must be a positive integer, got {crop_min!r}")
+    keep_on_crop = set(tasks) if crop_tasks is None else set(crop_tasks)
+    if keep_on_crop - set(tasks):
+        unknown = ", ".join(sorted(keep_on_crop - set(tasks)))
+        raise ConfigError(f"crop_tasks names tasks not trained: {unknown}")
     targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
     kinds = {n: kind for n, (_, kind) in tasks.items()}
     t0 = time.perf_counter()
@@ -621,12 +666,18 @@ def train_byte_trunk(
             total = 0.0
             for rows in _length_batches(lengths, batch_size, rng):
                 width = int(lengths[rows].max())
-                ids = torch.from_numpy(ids_all[rows, :width])
+                batch = ids_all[rows, :width]
+                cropped = np.zeros(len(rows), dtype=bool)
+                if crop:
+                    batch, cropped = _crop(batch, crop, crop_min, config.stride, rng)
+                ids = torch.from_numpy(batch)
                 emb, bag = model(ids, parts=True)
                 loss = torch.zeros(())
                 for k, name in enumerate(names):
                     y_all, _, present_all = targets[name]
                     present = present_all[rows]
+                    if name not in keep_on_crop:
+                        present = present & ~cropped
                     if not present.any():
                         continue
                     y = torch.from_numpy(y_all[rows[present]])
@@ -648,6 +699,9 @@ def train_byte_trunk(
                         loss = loss + task_loss / chance[name]
                     else:
                         loss = loss + torch.exp(-log_var[k]) * task_loss + log_var[k]
+                bar.update(1)
+                if not loss.requires_grad:  # no text of this batch counts for any task
+                    continue
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -655,7 +709,6 @@ def train_byte_trunk(
                 sched.step()
                 total += float(loss.detach()) * len(rows)
                 summary.steps += 1
-                bar.update(1)
             summary.losses.append(total / len(texts))
     model.eval()
     summary.seconds = time.perf_counter() - t0
