@@ -5,7 +5,8 @@
    (1,024 UTF-8 bytes: half source-code snippets of ../shared/data/code, half
    Debian descriptions in their 30 languages, each repeated to 1 KB), batch 64;
    texts/s and the ratio to the 2,000 texts/s bar; the trunk alone (`encode`)
-   beside it; `--against FOLDER`: another byte bundle in the same rounds;
+   beside it; the smallest tier also at other batch sizes (`--batch-sizes`);
+   `--against FOLDER`: another byte bundle in the same rounds;
 2. shapes: trunks with random weights (speed does not depend on training) of
    the content bundle's config and variations of it, encoding the same texts,
    ratio to the content config; "stem as a convolution" is the content config
@@ -93,6 +94,11 @@ def main() -> None:
         help="another byte bundle (a folder) timed in the same rounds at its own tier, "
         "e.g. an earlier build (repeatable)",
     )
+    ap.add_argument(
+        "--batch-sizes",
+        default="32,128",
+        help="the smallest tier also at these batch sizes (comma-separated; the rest: 64)",
+    )
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
     from _common import machine, write_json
@@ -121,6 +127,11 @@ def main() -> None:
     for tier, b in bundles.items():
         fns[f"{tier} all"] = lambda b=b: b.predict(texts)
         fns[f"{tier} trunk"] = lambda b=b: b.trunk.encode(texts)
+    sizes = [int(x) for x in args.batch_sizes.split(",") if x]
+    for size in sizes:
+        sized = Bundle.load(args.bundle, cache=None, tier=tiers[0])
+        sized.trunk.batch_size = size
+        fns[f"batch {size}"] = lambda b=sized: b.predict(texts)
     others = {path: Bundle.load(path, cache=None) for path in args.against}
     for path, b in others.items():
         fns[f"against {path}"] = lambda b=b: b.predict(texts)
@@ -133,6 +144,12 @@ def main() -> None:
             "heads": list(b.heads),
         }
         print(f"{'tier ' + str(tier):22s} {rate:17.1f} {rate / 2000:8.2f}x {trunk_rate:11.1f}")
+    results["batch_sizes"] = {}
+    for size in sizes:
+        rate, base = rates[f"batch {size}"], rates[f"{tiers[0]} all"]
+        results["batch_sizes"][size] = {"tier": tiers[0], "texts_per_s": rate}
+        print(f"{f'tier {tiers[0]}, batch {size}':22s} {rate:17.1f} {rate / 2000:8.2f}x "
+              f"({rate / base:.2f}x of batch 64)")  # fmt: skip
     results["against"] = {}
     for path, b in others.items():
         rate, tier = rates[f"against {path}"], b.trunk.dim

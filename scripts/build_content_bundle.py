@@ -12,9 +12,11 @@ reports accuracy on the test part; saves the bundle atomically. The same seed
 on the same data gives the same rows and split (training on CPU is seeded too).
 
 ``--rows PATH`` also writes the labelled rows with their split (gzipped JSON
-lines) for ``bench/content_eval.py``. ``--reexport FOLDER --out NEW`` writes a
-built bundle again with its graph exported by this version (same weights and
-heads), instead of building.
+lines) for ``bench/content_eval.py``. ``--trunk-from FOLDER`` takes the trunk
+of a bundle this script built (training is deterministic: the same trunk the
+same options would train) and only fits the heads anew. ``--reexport FOLDER
+--out NEW`` writes a built bundle again with its graph exported by this
+version (same weights and heads), instead of building.
 """
 
 from __future__ import annotations
@@ -149,7 +151,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--prose-per-language", type=int, default=3000, help="texts per language at most"
     )
+    p.add_argument(
+        "--crop",
+        type=float,
+        default=0.3,
+        help="share of texts read as a random piece of themselves at each epoch",
+    )
+    p.add_argument(
+        "--crop-tasks",
+        default="code_language,language",
+        help="tasks whose labels a piece keeps (comma-separated; the others skip it)",
+    )
     p.add_argument("--head-rows", type=int, default=40_000)
+    p.add_argument(
+        "--all-rows-heads",
+        default="code_language",
+        help="heads fitted on every train row with their label, not --head-rows of them "
+        "(comma-separated; code_language: only ~1 row in 5 is code)",
+    )
+    p.add_argument(
+        "--trunk-from",
+        type=Path,
+        default=None,
+        help="a bundle folder built by this script: use its trunk, fit only the heads",
+    )
     p.add_argument("--tier", type=int, default=None, help="tier the heads use (default: largest)")
     p.add_argument(
         "--config",
@@ -169,6 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.reexport:
         return reexport(args.reexport, args.out)
+    all_rows = {t for t in args.all_rows_heads.split(",") if t}
+    if all_rows - set(TASKS):
+        raise SystemExit(
+            f"--all-rows-heads: unknown heads {', '.join(sorted(all_rows - set(TASKS)))}"
+        )
+    if args.trunk_from and args.trunk_from.resolve() == args.out.resolve():
+        raise SystemExit("--trunk-from: give another --out folder than the bundle's own")
+    if args.trunk_from and not (args.trunk_from / "SOURCES.json").is_file():
+        raise SystemExit(f"--trunk-from: {args.trunk_from} has no SOURCES.json (not built here)")
 
     t0 = time.perf_counter()
     roots = [Path(r) for r in SYSTEM_ROOTS if Path(r).is_dir()]
@@ -189,26 +223,47 @@ def main(argv: list[str] | None = None) -> int:
     part = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
 
     config = ByteConfig.from_settings(json.loads(args.config))
+    crop_tasks = [t for t in args.crop_tasks.split(",") if t]
     train = part["train"]
-    tasks = {n: ([r[n] for r in train], kind) for n, kind in TASKS.items()}
-    # language is learnt from prose only; risk from every row
-    trunk, summary = train_byte_trunk(
-        [r["text"] for r in train], tasks, config=config, epochs=args.epochs, seed=args.seed,
-        batch_size=args.batch_size, lr=args.lr, path_dropout=args.path_dropout,
-        bag_init=args.bag_init,
-        progress=True,
-    )  # fmt: skip
-    print(
-        f"trunk: {summary.seconds:.0f} s, loss per epoch "
-        + ", ".join(f"{x:.3f}" for x in summary.losses)
-    )
+    training = {
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "path_dropout": args.path_dropout,
+        "bag_init": args.bag_init,
+        "crop": args.crop,
+        "crop_tasks": crop_tasks,
+    }
+    if args.trunk_from:
+        built = Bundle.load(args.trunk_from, cache=None)
+        trunk = built.trunk.with_tier(built.trunk.config.dims[-1])
+        config = trunk.config
+        doc = json.loads((args.trunk_from / "SOURCES.json").read_text(encoding="utf-8"))
+        older = {"crop": 0.0, "crop_tasks": []}  # builds from before these settings
+        training = {k: doc.get(k, older.get(k)) for k in [*training, "trunk_seconds", "losses"]}
+        print(f"trunk of {args.trunk_from} (trained {training['trunk_seconds']:.0f} s)")
+    else:
+        tasks = {n: ([r[n] for r in train], kind) for n, kind in TASKS.items()}
+        # language is learnt from prose only; risk from every row
+        trunk, summary = train_byte_trunk(
+            [r["text"] for r in train], tasks, config=config, epochs=args.epochs,
+            seed=args.seed, batch_size=args.batch_size, lr=args.lr,
+            path_dropout=args.path_dropout, bag_init=args.bag_init, crop=args.crop,
+            crop_tasks=crop_tasks, progress=True,
+        )  # fmt: skip
+        training.update(trunk_seconds=summary.seconds, losses=summary.losses)
+        print(
+            f"trunk: {summary.seconds:.0f} s, loss per epoch "
+            + ", ".join(f"{x:.3f}" for x in summary.losses)
+        )
     main_tier = args.tier or config.dims[-1]
     bundles, scores = {}, {}
     for tier in config.dims:  # heads at every tier: `--tier` picks one at prediction time
         bundle = Bundle(trunk=trunk.with_tier(tier), cache=None)
         for name, kind in TASKS.items():
             # heads learn from at most --head-rows rows (C is searched on each: minutes)
-            tr = [r for r in train if r[name] is not None][: args.head_rows]
+            tr = [r for r in train if r[name] is not None]
+            tr = tr if name in all_rows else tr[: args.head_rows]
             va = [r for r in part["val"] if r[name] is not None][: args.head_rows // 4]
             s = bundle.fit_head(
                 name,
@@ -234,17 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         sources = {
             "summary": info,
             "test": scores,
-            "epochs": args.epochs,
-            "batch_size": args.batch_size,
-            "lr": args.lr,
-            "path_dropout": args.path_dropout,
-            "bag_init": args.bag_init,
+            **training,
             "prose_per_language": args.prose_per_language,
             "head_rows": args.head_rows,
+            "all_rows_heads": sorted(all_rows),
             "config": config.to_json(),
             "tier": main_tier,
-            "trunk_seconds": summary.seconds,
-            "losses": summary.losses,
         }
         atomic_write_text(args.out / "SOURCES.json", json.dumps(sources, indent=1) + "\n")
         drop_locks(args.out)

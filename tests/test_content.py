@@ -163,3 +163,16 @@ def test_the_build_script_reexports_a_bundle_with_its_tiers(tmp_path):
     assert (tmp_path / "again" / "SOURCES.json").read_bytes() == (
         source / "SOURCES.json"
     ).read_bytes()
+
+
+def test_the_build_script_refuses_bad_head_options_before_reading_any_data(tmp_path):
+    import build_content_bundle as build
+
+    source = builtin_root() / "content"
+    with pytest.raises(SystemExit, match="--all-rows-heads: unknown heads nope"):
+        build.main(["--all-rows-heads", "code_language,nope", "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="--trunk-from: give another --out folder"):
+        build.main(["--trunk-from", str(source), "--out", str(source)])
+    with pytest.raises(SystemExit, match="has no SOURCES.json"):
+        build.main(["--trunk-from", str(tmp_path), "--out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()

@@ -23,8 +23,10 @@ label), so a 50-way task does not drown a binary one, nor an easy task a hard
 one (``weighting="uncertainty"``: learned ``exp(-s) * loss + s`` instead).
 With a bag, each task also has a head on the bag alone, and half the texts
 (``path_dropout``) see no convolution features: the bag must answer by itself,
-which keeps the trunk from leaning on what the convolutions memorise. The
-training heads are dropped afterwards: heads are fitted on the frozen trunk
+which keeps the trunk from leaning on what the convolutions memorise; with
+``crop``, a share of the texts is read at every epoch as a random piece of
+itself, so no text can be learnt by heart. The training heads are dropped
+afterwards: heads are fitted on the frozen trunk
 like on any other (``Bundle.fit_head``), from cached vectors.
 
 Needs torch to train. A saved byte trunk also carries its ONNX graph
