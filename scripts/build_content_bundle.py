@@ -199,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             f"--all-rows-heads: unknown heads {', '.join(sorted(all_rows - set(TASKS)))}"
         )
+    crop_tasks = [t for t in args.crop_tasks.split(",") if t]
+    if set(crop_tasks) - set(TASKS):
+        raise SystemExit(
+            f"--crop-tasks: unknown heads {', '.join(sorted(set(crop_tasks) - set(TASKS)))}"
+        )
     if args.trunk_from and args.trunk_from.resolve() == args.out.resolve():
         raise SystemExit("--trunk-from: give another --out folder than the bundle's own")
     if args.trunk_from and not (args.trunk_from / "SOURCES.json").is_file():
@@ -223,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     part = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
 
     config = ByteConfig.from_settings(json.loads(args.config))
-    crop_tasks = [t for t in args.crop_tasks.split(",") if t]
     train = part["train"]
     training = {
         "epochs": args.epochs,

@@ -171,6 +171,8 @@ def test_the_build_script_refuses_bad_head_options_before_reading_any_data(tmp_p
     source = builtin_root() / "content"
     with pytest.raises(SystemExit, match="--all-rows-heads: unknown heads nope"):
         build.main(["--all-rows-heads", "code_language,nope", "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="--crop-tasks: unknown heads kinds"):
+        build.main(["--crop-tasks", "language,kinds", "--out", str(tmp_path / "x")])
     with pytest.raises(SystemExit, match="--trunk-from: give another --out folder"):
         build.main(["--trunk-from", str(source), "--out", str(source)])
     with pytest.raises(SystemExit, match="has no SOURCES.json"):
