@@ -109,6 +109,15 @@ def evaluate(bundle: Bundle, rows: list[dict]) -> dict:
     return out
 
 
+def head_names(option: str, value: str) -> list[str]:
+    """The heads named in a comma-separated option's ``value``, each one of ``TASKS``."""
+    names = [n for n in value.split(",") if n]
+    unknown = sorted(set(names) - set(TASKS))
+    if unknown:
+        raise SystemExit(f"{option}: unknown heads {', '.join(unknown)}")
+    return names
+
+
 def drop_locks(folder: Path) -> None:
     """Remove the save locks (``.lock``) the bundle folders keep: not for the package."""
     for lock in folder.rglob(".lock"):
@@ -194,16 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.reexport:
         return reexport(args.reexport, args.out)
-    all_rows = {t for t in args.all_rows_heads.split(",") if t}
-    if all_rows - set(TASKS):
-        raise SystemExit(
-            f"--all-rows-heads: unknown heads {', '.join(sorted(all_rows - set(TASKS)))}"
-        )
-    crop_tasks = [t for t in args.crop_tasks.split(",") if t]
-    if set(crop_tasks) - set(TASKS):
-        raise SystemExit(
-            f"--crop-tasks: unknown heads {', '.join(sorted(set(crop_tasks) - set(TASKS)))}"
-        )
+    all_rows = set(head_names("--all-rows-heads", args.all_rows_heads))
+    crop_tasks = head_names("--crop-tasks", args.crop_tasks)
     if args.trunk_from and args.trunk_from.resolve() == args.out.resolve():
         raise SystemExit("--trunk-from: give another --out folder than the bundle's own")
     if args.trunk_from and not (args.trunk_from / "SOURCES.json").is_file():
