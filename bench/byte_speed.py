@@ -5,7 +5,9 @@
    (1,024 UTF-8 bytes: half source-code snippets of ../shared/data/code, half
    Debian descriptions in their 30 languages, each repeated to 1 KB), batch 64;
    texts/s and the ratio to the 2,000 texts/s bar; the trunk alone (`encode`)
-   beside it; the smallest tier also at other batch sizes (`--batch-sizes`);
+   beside it; the smallest tier also at other batch sizes (`--batch-sizes`), and
+   run as before batches ran side by side ("one batch at a time": each batch of 64
+   over every core, `ByteTrunk.spread = "ops"`);
    `--against FOLDER`: another byte bundle in the same rounds;
 2. shapes: trunks with random weights (speed does not depend on training) of
    the content bundle's config and variations of it, encoding the same texts,
@@ -96,8 +98,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--batch-sizes",
-        default="32,128",
-        help="the smallest tier also at these batch sizes (comma-separated; the rest: 64)",
+        default="16,64",
+        help="the smallest tier also at these batch sizes (comma-separated; the rest: "
+        "the trunk's default)",
     )
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
@@ -132,6 +135,9 @@ def main() -> None:
         sized = Bundle.load(args.bundle, cache=None, tier=tiers[0])
         sized.trunk.batch_size = size
         fns[f"batch {size}"] = lambda b=sized: b.predict(texts)
+    ops = Bundle.load(args.bundle, cache=None, tier=tiers[0])
+    ops.trunk.spread, ops.trunk.batch_size = "ops", 64
+    fns["ops"] = lambda b=ops: b.predict(texts)
     others = {path: Bundle.load(path, cache=None) for path in args.against}
     for path, b in others.items():
         fns[f"against {path}"] = lambda b=b: b.predict(texts)
@@ -145,11 +151,16 @@ def main() -> None:
         }
         print(f"{'tier ' + str(tier):22s} {rate:17.1f} {rate / 2000:8.2f}x {trunk_rate:11.1f}")
     results["batch_sizes"] = {}
+    default_size, base = main_bundle.trunk.batch_size, rates[f"{tiers[0]} all"]
     for size in sizes:
-        rate, base = rates[f"batch {size}"], rates[f"{tiers[0]} all"]
+        rate = rates[f"batch {size}"]
         results["batch_sizes"][size] = {"tier": tiers[0], "texts_per_s": rate}
         print(f"{f'tier {tiers[0]}, batch {size}':22s} {rate:17.1f} {rate / 2000:8.2f}x "
-              f"({rate / base:.2f}x of batch 64)")  # fmt: skip
+              f"({rate / base:.2f}x of batch {default_size})")  # fmt: skip
+    rate = rates["ops"]
+    results["one_batch_at_a_time"] = {"tier": tiers[0], "batch_size": 64, "texts_per_s": rate}
+    print(f"{f'tier {tiers[0]}, one at a time':22s} {rate:17.1f} {rate / 2000:8.2f}x "
+          f"({rate / base:.2f}x of side by side)")  # fmt: skip
     results["against"] = {}
     for path, b in others.items():
         rate, tier = rates[f"against {path}"], b.trunk.dim

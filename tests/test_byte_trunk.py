@@ -539,3 +539,62 @@ def test_bad_crop_settings_are_refused(debian_rows, setting, message):
     with pytest.raises(ConfigError, match=message):
         train_byte_trunk(texts, {"section": ([r["section"] for r in debian_rows[:20]], "multiclass")},
                          config=SMALL, **setting)  # fmt: skip
+
+
+def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time(trained, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    trunk, _, rows = trained
+    folder = Bundle(trunk=trunk, cache=None).save(tmp_path / "b")
+    texts = [r["text"] for r in rows[:150]] + ["x" * 5000, "", "é"]
+    monkeypatch.setenv("MANYHEADS_THREADS", "3")
+    side = Bundle.load(folder, cache=None).trunk
+    side.batch_size = 8
+    seen: list[int] = []
+    session = side._onnx()
+    real_run = session.run
+
+    class Spy:  # records each batch's rows and the thread it ran on
+        def run(self, names, feeds):
+            import threading
+
+            seen.append((len(feeds["ids"]), threading.get_ident()))
+            return real_run(names, feeds)
+
+    side._session = Spy()
+    got = side.encode(texts)
+    ops = Bundle.load(folder, cache=None).trunk
+    ops.spread = "ops"
+    want = ops.encode(texts)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert sum(n for n, _ in seen) == len(texts) and max(n for n, _ in seen) <= 8
+    assert side._pool_size == 3 and len({t for _, t in seen}) > 1
+    # a few texts are split so that every thread has a batch
+    seen.clear()
+    side.batch_size = 64
+    np.testing.assert_allclose(side.encode(texts[:9]), want[:9], atol=1e-5)
+    assert sorted(n for n, _ in seen) == [3, 3, 3]
+    seen.clear()
+    side.encode(texts[:1])
+    assert [n for n, _ in seen] == [1]
+
+
+def test_a_forked_child_encodes_with_threads_of_its_own(trained, tmp_path):
+    import multiprocessing
+
+    pytest.importorskip("onnxruntime")
+    trunk, _, rows = trained
+    folder = Bundle(trunk=trunk, cache=None).save(tmp_path / "b")
+    loaded = Bundle.load(folder, cache=None).trunk
+    texts = [r["text"] for r in rows[:100]]
+    want = loaded.encode(texts)  # the parent's threads exist now
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(loaded.encode(texts)))
+    child.start()
+    try:  # the parent's threads are not in the child: waiting on them would never end
+        got = queue.get(timeout=120)
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    np.testing.assert_allclose(got, want, atol=1e-5)

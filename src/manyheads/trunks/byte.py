@@ -726,9 +726,16 @@ def train_byte_trunk(
 
 class ByteTrunk:
     """The trained byte encoder as a trunk. ``tier`` picks the nested dimension served
-    (default: the largest); vectors are the first ``tier`` numbers, L2-normalised."""
+    (default: the largest); vectors are the first ``tier`` numbers, L2-normalised.
+
+    With onnxruntime, ``encode`` runs its batches side by side, one thread each
+    (``MANYHEADS_THREADS`` of them, default the usable CPUs), each batch on one core:
+    the graph's operations are too small to share between cores well (``spread =
+    "ops"`` runs one batch at a time over every core instead; bench/byte_speed.py
+    times both)."""
 
     cacheable = True
+    spread = "batches"
 
     def __init__(
         self,
@@ -737,7 +744,7 @@ class ByteTrunk:
         state: dict[str, np.ndarray] | None = None,
         tier: int | None = None,
         name: str = "byte",
-        batch_size: int = 64,
+        batch_size: int = 32,
         graph: str | None = None,
         graph_sha256: str | None = None,
         folder: str | Path | None = None,
@@ -758,6 +765,8 @@ class ByteTrunk:
         self._module: Any = None
         self._held_by: str | None = None  # SHA-256 of a graph known to hold these weights
         self._session: Any = None
+        self._pool: Any = None
+        self._pool_size, self._pool_pid = 1, 0
         self._fingerprint: str | None = None
         # the ONNX graph of these weights (a file in ``folder``), if written
         self.graph, self.graph_sha256 = graph, graph_sha256
@@ -916,8 +925,28 @@ class ByteTrunk:
                 return None
             from .onnxrt import open_session
 
-            self._session = open_session(self.folder / self.graph, self.graph_sha256, hint="")
+            threads = 1 if self.spread == "batches" else None  # None: every usable CPU
+            self._session = open_session(
+                self.folder / self.graph, self.graph_sha256, threads=threads, hint=""
+            )
         return self._session
+
+    def _batch_pool(self) -> Any:
+        """The threads running batches side by side (None: one thread is all there is)."""
+        import os
+
+        if self._pool is not None and self._pool_pid != os.getpid():
+            self._pool = None  # a forked child: the parent's threads are not here
+        if self._pool is None and self.spread == "batches":
+            from concurrent.futures import ThreadPoolExecutor
+
+            from .onnxrt import cpu_threads
+
+            threads = cpu_threads()
+            if threads > 1:
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="manyheads-byte")
+                self._pool_size, self._pool_pid = threads, os.getpid()
+        return self._pool
 
     def _ensure(self) -> Any:
         if self._module is None:
@@ -939,7 +968,11 @@ class ByteTrunk:
         out = np.empty((len(texts), self.tier), dtype=np.float32)
         size = batch_size or self.batch_size
         session = self._onnx()
+        pool = None
         if session is not None:
+            pool = self._batch_pool()
+            if pool is not None:  # a batch for every thread, when there are texts enough
+                size = max(1, min(size, -(-len(texts) // self._pool_size)))
 
             def run(batch: np.ndarray) -> np.ndarray:
                 return session.run(["embedding"], {"ids": batch})[0]
@@ -952,10 +985,17 @@ class ByteTrunk:
                 with torch.inference_mode():
                     return module(torch.from_numpy(batch)).numpy()
 
-        for start in range(0, len(texts), size):
-            rows = order[start : start + size]
-            width = int(lengths[rows].max())
-            out[rows] = run(ids[rows, :width])[:, : self.tier]
+        groups = [order[start : start + size] for start in range(0, len(texts), size)]
+
+        def one(rows: np.ndarray) -> None:
+            out[rows] = run(ids[rows, : int(lengths[rows].max())])[:, : self.tier]
+
+        if pool is not None and len(groups) > 1:
+            for _ in pool.map(one, groups):  # onnxruntime lets go of the GIL while it runs
+                pass
+        else:
+            for rows in groups:
+                one(rows)
         return l2_normalise(out)
 
     def __repr__(self) -> str:
