@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=ROOT / "src" / "manyheads" / "models" / "content")
     p.add_argument("--rows", type=Path, default=None, help="also write the labelled rows here")
-    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument(
