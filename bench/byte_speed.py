@@ -3,7 +3,8 @@
 1. the built-in `content` bundle (every head, onnxruntime, no torch in the path)
    at each tier it holds heads for: `Bundle.predict` over 2,000 texts of 1 KB
    (1,024 UTF-8 bytes: half source-code snippets of ../shared/data/code, half
-   Debian descriptions in their 30 languages, each repeated to 1 KB), batch 64;
+   Debian descriptions in their 30 languages, each repeated to 1 KB), the
+   trunk's default batches (32, side by side);
    texts/s and the ratio to the 2,000 texts/s bar; the trunk alone (`encode`)
    beside it; the smallest tier also at other batch sizes (`--batch-sizes`), and
    run as before batches ran side by side ("one batch at a time": each batch of 64

@@ -576,6 +576,16 @@ def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time(trained, tmp
     seen.clear()
     side.encode(texts[:1])
     assert [n for n, _ in seen] == [1]
+    # spread changed after the first encode: the session is opened again for it
+    ops_session = ops._session
+    ops.spread = "batches"
+    np.testing.assert_allclose(ops.encode(texts), want, atol=1e-5)
+    assert ops._session is not ops_session and ops._pool is not None
+    ops.spread = "batch"
+    with pytest.raises(
+        ConfigError, match="byte trunk spread must be one of batches, ops, got 'batch'"
+    ):
+        ops.encode(texts[:2])
 
 
 def test_a_forked_child_encodes_with_threads_of_its_own(trained, tmp_path):

@@ -59,6 +59,7 @@ from .onnxrt import read_graph
 _LATER: dict[str, Any] = {"grams": 3, "bag": 0, "bag_dim": 64, "int8": False, "bag_norm": "mean"}
 BAG_NORMS = ("l2log", "mean")
 BAG_INITS = ("small", "normal")
+SPREADS = ("batches", "ops")  # how ByteTrunk.encode shares the CPUs (see ByteTrunk)
 # how a trained trunk computes its stem (graphs and torch alike): "lookup", table lookups,
 # or "conv", the strided convolution it trains as (equal up to rounding; bench/byte_speed.py
 # times both)
@@ -765,6 +766,7 @@ class ByteTrunk:
         self._module: Any = None
         self._held_by: str | None = None  # SHA-256 of a graph known to hold these weights
         self._session: Any = None
+        self._session_spread = self.spread  # the spread the session was opened for
         self._pool: Any = None
         self._pool_size, self._pool_pid = 1, 0
         self._fingerprint: str | None = None
@@ -917,7 +919,14 @@ class ByteTrunk:
         return buf.getvalue()
 
     def _onnx(self) -> Any:
-        """An onnxruntime session on the graph, or None (no graph, or no onnxruntime)."""
+        """An onnxruntime session on the graph, or None (no graph, or no onnxruntime);
+        opened anew when ``spread`` changed since (its thread count follows it)."""
+        if self.spread not in SPREADS:
+            raise ConfigError(
+                f"byte trunk spread must be one of {', '.join(SPREADS)}, got {self.spread!r}"
+            )
+        if self._session is not None and self._session_spread != self.spread:
+            self._session = None
         if self._session is None and self.graph is not None and self.folder is not None:
             import importlib.util
 
@@ -929,6 +938,7 @@ class ByteTrunk:
             self._session = open_session(
                 self.folder / self.graph, self.graph_sha256, threads=threads, hint=""
             )
+            self._session_spread = self.spread
         return self._session
 
     def _batch_pool(self) -> Any:
