@@ -100,6 +100,15 @@ def test_tiers_are_slices_of_one_embedding(trained):
         trunk.with_tier(12)
 
 
+def test_another_tier_keeps_batch_size_and_spread(trained):
+    trunk, _, _ = trained
+    tuned = ByteTrunk(trunk.config, state=trunk._weights(), batch_size=7)
+    tuned.spread = "ops"
+    small = tuned.with_tier(8)
+    assert small.batch_size == 7 and small.spread == "ops"
+    assert trunk.with_tier(8).spread == ByteTrunk.spread  # not set: the class default
+
+
 def test_a_bundle_on_the_byte_trunk_saves_and_loads(trained, tmp_path, debian_test_rows):
     trunk, _, rows = trained
     b = Bundle(trunk=trunk.with_tier(16), cache=None)

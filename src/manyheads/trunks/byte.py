@@ -858,9 +858,14 @@ class ByteTrunk:
         self._fingerprint = None
 
     def with_tier(self, tier: int) -> ByteTrunk:
-        """The same weights serving another nested dimension."""
-        out = ByteTrunk(self.config, state=self._state, tier=tier, name=self.name)
+        """The same weights serving another nested dimension (same graph, batch size
+        and spread)."""
+        out = ByteTrunk(
+            self.config, state=self._state, tier=tier, name=self.name, batch_size=self.batch_size
+        )
         out.graph, out.graph_sha256, out.folder = self.graph, self.graph_sha256, self.folder
+        if "spread" in vars(self):  # set on this trunk rather than on the class
+            out.spread = self.spread
         return out
 
     def drop_graph(self) -> None:
