@@ -256,6 +256,23 @@ def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
+def in_forked_child(fn: Callable[[], Any], timeout: float = 120) -> Any:
+    """What ``fn`` returns when run in a process forked from this one (a child that
+    waited on its parent's threads would never answer: the wait ends in ``timeout``)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(fn()))
+    child.start()
+    try:
+        return queue.get(timeout=timeout)
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+
+
 @dataclass
 class Server:
     """A real ``manyheads serve`` process."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import in_forked_child
 
 from manyheads import Bundle
 from manyheads.errors import ConfigError, DataError, ManyheadsError
@@ -598,22 +599,11 @@ def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time(trained, tmp
 
 
 def test_a_forked_child_encodes_with_threads_of_its_own(trained, tmp_path):
-    import multiprocessing
-
     pytest.importorskip("onnxruntime")
     trunk, _, rows = trained
     folder = Bundle(trunk=trunk, cache=None).save(tmp_path / "b")
     loaded = Bundle.load(folder, cache=None).trunk
     texts = [r["text"] for r in rows[:100]]
     want = loaded.encode(texts)  # the parent's threads exist now
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=lambda: queue.put(loaded.encode(texts)))
-    child.start()
-    try:  # the parent's threads are not in the child: waiting on them would never end
-        got = queue.get(timeout=120)
-    finally:
-        child.join(10)
-        if child.is_alive():
-            child.kill()
+    got = in_forked_child(lambda: loaded.encode(texts))  # the parent's threads are not there
     np.testing.assert_allclose(got, want, atol=1e-5)

@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import in_forked_child
 
 from manyheads import (
     Bundle,
@@ -357,3 +358,61 @@ def test_length_batches_cover_every_row_once_under_the_budget():
         assert len(b) <= 16
         assert len(b) == 1 or len(b) * lengths[b].max() <= 1024
     assert np.all(np.diff(lengths[flat]) >= 0)  # sorted by length: little padding
+
+
+def test_an_int8_graph_answers_a_text_the_same_whatever_its_batch(
+    trained, tmp_path, debian_test_rows
+):
+    """Dynamic quantisation scales a whole call's activations: run in batches, a text's
+    vector moves with the texts beside it; one text per call ("auto" for int8) it never does."""
+    source, _ = trained
+    export_bundle(source, tmp_path / "q", int8=True)
+    q = Bundle.load(tmp_path / "q", cache=None)
+    trunk = q.trunk
+    assert trunk.resolved_spread() == "texts"
+    texts = [r["text"] for r in debian_test_rows[:40]] + [LONG, "x"]
+    together = q.predict_proba(texts)
+    alone = [q.predict_proba([t]) for t in texts]
+    for name, p in together.items():
+        np.testing.assert_array_equal(p, np.concatenate([a[name] for a in alone]), err_msg=name)
+    shuffled = q.predict_proba(texts[::-1])
+    for name, p in together.items():
+        np.testing.assert_array_equal(p, shuffled[name][::-1], err_msg=name)
+    assert trunk.graph().session.get_session_options().intra_op_num_threads == 1
+    # in batches the vectors are close to, but not all the same as, one text per call
+    trunk.spread = "batches"
+    batched = trunk.encode(texts)
+    assert trunk.graph().spread == "batches"
+    assert trunk.graph().session.get_session_options().intra_op_num_threads == cpu_threads()
+    single = np.concatenate([trunk.encode([t]) for t in texts])
+    assert not np.array_equal(batched, single)  # the reason for "texts"
+    assert float(np.min(np.sum(batched * single, axis=1))) > 0.9
+    trunk.spread = "auto"
+    np.testing.assert_array_equal(trunk.encode(texts), single)
+
+
+def test_a_float_graph_runs_batches_and_texts_alike(trained):
+    _, root = trained
+    b = Bundle.load(root / "exported", cache=None)
+    texts = ["python bindings for the xml parser", LONG, "a", "tools for the gnu toolchain"]
+    assert b.trunk.resolved_spread() == "batches"
+    want = b.predict_proba(texts)
+    b.trunk.spread = "texts"
+    got = b.predict_proba(texts)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-4, err_msg=name)
+    b.trunk.spread = "batch"
+    with pytest.raises(
+        ConfigError, match="ONNX trunk spread must be one of auto, batches, texts, got 'batch'"
+    ):
+        b.predict(texts[:1])
+
+
+def test_a_forked_child_runs_texts_side_by_side_with_threads_of_its_own(trained):
+    _, root = trained
+    b = Bundle.load(root / "exported", cache=None)
+    b.trunk.spread = "texts"
+    texts = [f"python bindings number {i} for the xml parser" for i in range(30)]
+    want = b.trunk.encode(texts)  # the parent's threads exist now
+    got = in_forked_child(lambda: b.trunk.encode(texts))  # the parent's threads are not there
+    np.testing.assert_allclose(got, want, atol=1e-6)

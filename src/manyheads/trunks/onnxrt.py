@@ -11,6 +11,11 @@ cores), split into the same windows as the torch path (long texts are never
 cut), sorted by length and grouped into batches under a token budget, so
 little padding is computed. ``window_weights`` (texts x windows) averages the
 windows of a long text inside the graph; for short texts it is the identity.
+
+An int8 graph is run one text at a time instead, several texts side by side
+(one thread each): onnxruntime's dynamic quantisation scales the activations
+of a whole call at once, so in a batch a text's answer would depend on the
+texts beside it (``OnnxTrunk.spread``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ from .windows import token_windows
 EMBEDDING = "embedding"
 HEAD_PREFIX = "probs/"
 META_HEADS = "manyheads.heads"
+# how a call is spread over the cores: "batches" of texts one after another, every
+# core inside each; "texts" one at a time, side by side, a core each; "auto":
+# "texts" for an int8 graph, "batches" otherwise
+SPREADS = ("auto", "batches", "texts")
 
 
 def cpu_threads() -> int:
@@ -124,6 +133,7 @@ class _Graph:
     tokenizer: Any
     heads: Mapping[str, str]  # {head: digest} inside the graph
     widths: Mapping[str, int]  # output name -> width (0: dynamic)
+    spread: str = "batches"  # "batches" or "texts": the session's thread count follows it
 
 
 class OnnxTrunk:
@@ -143,9 +153,19 @@ class OnnxTrunk:
         onnxruntime intra-op threads (default: ``MANYHEADS_THREADS`` or the CPU count).
     batch_tokens, max_batch : int
         Token budget (padded) and row limit of one graph call.
+
+    ``spread`` (set on the class or on a trunk): ``"batches"`` runs texts in
+    length-sorted batches, one after another, every thread inside each;
+    ``"texts"`` runs each text (with its windows) as a call of its own, calls
+    side by side on ``threads`` one-thread sessions, so a text's answer never
+    depends on the texts beside it; ``"auto"`` (default) is ``"texts"`` for an
+    int8 graph, whose dynamic quantisation scales a whole call's activations
+    at once (in batches ~5% of texts got another label on some head than alone), and
+    ``"batches"`` for a float one (the same answers either way).
     """
 
     cacheable = True
+    spread = "auto"
 
     def __init__(
         self,
@@ -190,6 +210,8 @@ class OnnxTrunk:
                 raise ManyheadsError(f"the exported trunk lacks {self.folder / rel}")
         self._graph: _Graph | None = None
         self._lock = threading.Lock()
+        self._pool: Any = None
+        self._pool_pid = 0
 
     # -- protocol ----------------------------------------------------------
 
@@ -224,16 +246,45 @@ class OnnxTrunk:
 
     # -- session -----------------------------------------------------------
 
+    def resolved_spread(self) -> str:
+        """``"batches"`` or ``"texts"``: how calls are spread now (``spread`` resolved)."""
+        if self.spread not in SPREADS:
+            raise ConfigError(
+                f"ONNX trunk spread must be one of {', '.join(SPREADS)}, got {self.spread!r}"
+            )
+        if self.spread == "auto":
+            return "texts" if self.quantization == "int8" else "batches"
+        return str(self.spread)
+
     def graph(self) -> _Graph:
         """The open graph (opened on first use): session, tokenizer and the heads inside,
-        one immutable object, so a caller holding it never sees half of a reload."""
+        one immutable object, so a caller holding it never sees half of a reload. Opened
+        anew when ``spread`` changed since (the session's thread count follows it)."""
+        spread = self.resolved_spread()
         graph = self._graph
-        if graph is None:
+        if graph is None or graph.spread != spread:
             with self._lock:
-                if self._graph is None:
-                    self._graph = self._open()
+                if self._graph is None or self._graph.spread != spread:
+                    self._graph = self._open(spread)
                 graph = self._graph
         return graph
+
+    def _text_pool(self) -> Any:
+        """The threads running texts side by side (None: one thread is all there is)."""
+        if self._pool is not None and self._pool_pid != os.getpid():
+            self._pool = None  # a forked child: the parent's threads are not here
+        if self._pool is None:
+            threads = self.threads or cpu_threads()
+            if threads > 1:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with self._lock:
+                    if self._pool is None or self._pool_pid != os.getpid():
+                        self._pool = ThreadPoolExecutor(
+                            threads, thread_name_prefix="manyheads-onnx"
+                        )
+                        self._pool_pid = os.getpid()
+        return self._pool
 
     def reload(self, file: str, sha256: str) -> None:
         """Switch to another graph file of this folder (opened now, swapped in one step;
@@ -241,16 +292,17 @@ class OnnxTrunk:
         old = (self.file, self.sha256)
         self.file, self.sha256 = file, sha256
         try:
-            graph = self._open()
+            graph = self._open(self.resolved_spread())
         except Exception:
             self.file, self.sha256 = old
             raise
         with self._lock:
             self._graph = graph
 
-    def _open(self) -> _Graph:
+    def _open(self, spread: str) -> _Graph:
         tokenizers = require("tokenizers", "onnx")
-        session = open_session(self.folder / self.file, self.sha256, threads=self.threads)
+        threads = 1 if spread == "texts" else self.threads
+        session = open_session(self.folder / self.file, self.sha256, threads=threads)
         tok = tokenizers.Tokenizer.from_file(str(self.folder / self.tokenizer_file))
         tok.no_truncation()
         tok.no_padding()
@@ -265,6 +317,7 @@ class OnnxTrunk:
                     for o in session.get_outputs()
                 }
             ),
+            spread=spread,
         )
 
     @property
@@ -305,32 +358,38 @@ class OnnxTrunk:
         np.maximum.at(text_len, owners, lengths)
         first = np.concatenate([[0], np.cumsum(n_windows)[:-1]])
         out = {n: np.empty((len(texts), widths[n] or self._dim), dtype=np.float32) for n in names}
-        batches = length_batches(
-            text_len * n_windows, max_tokens=self.batch_tokens, max_rows=self.max_batch
-        )
+        pool = None
+        if graph.spread == "texts":  # each text a call of its own, side by side
+            batches = list(np.arange(len(texts))[:, None])
+            pool = self._text_pool() if len(texts) > 1 else None
+        else:
+            batches = length_batches(
+                text_len * n_windows, max_tokens=self.batch_tokens, max_rows=self.max_batch
+            )
+
+        def one(batch: np.ndarray) -> int:
+            # the windows of these texts, in order, padded to the longest
+            win = np.concatenate([np.arange(first[t], first[t] + n_windows[t]) for t in batch])
+            lens = lengths[win]
+            mask = np.arange(int(lens.max()))[None, :] < lens[:, None]
+            ids = np.zeros(mask.shape, dtype=np.int64)
+            ids[mask] = np.concatenate([windows[j] for j in win])
+            # texts x windows: each text's weighted windows (the identity for short texts)
+            ww = np.zeros((len(batch), len(win)), dtype=np.float32)
+            ww[np.repeat(np.arange(len(batch)), n_windows[batch]), np.arange(len(win))] = weights[
+                win
+            ]
+            feed = {"input_ids": ids, "attention_mask": mask.astype(np.int64), "window_weights": ww}
+            for name, arr in zip(names, session.run(names, feed), strict=True):
+                out[name][batch] = arr  # rows of its own: threads never write the same ones
+            return len(batch)
+
         from .._progress import progress_bar
 
         with progress_bar(total=len(texts), desc="encoding", enabled=progress) as bar:
-            for batch in batches:
-                # the windows of these texts, in order, padded to the longest
-                win = np.concatenate([np.arange(first[t], first[t] + n_windows[t]) for t in batch])
-                lens = lengths[win]
-                mask = np.arange(int(lens.max()))[None, :] < lens[:, None]
-                ids = np.zeros(mask.shape, dtype=np.int64)
-                ids[mask] = np.concatenate([windows[j] for j in win])
-                # texts x windows: each text's weighted windows (the identity for short texts)
-                ww = np.zeros((len(batch), len(win)), dtype=np.float32)
-                ww[np.repeat(np.arange(len(batch)), n_windows[batch]), np.arange(len(win))] = (
-                    weights[win]
-                )
-                feed = {
-                    "input_ids": ids,
-                    "attention_mask": mask.astype(np.int64),
-                    "window_weights": ww,
-                }
-                for name, arr in zip(names, session.run(names, feed), strict=True):
-                    out[name][batch] = arr
-                bar.update(len(batch))
+            # onnxruntime lets go of the GIL while it runs
+            for done in pool.map(one, batches) if pool is not None else map(one, batches):
+                bar.update(done)
         return {n.removeprefix(HEAD_PREFIX): arr for n, arr in out.items()}
 
     def encode(
