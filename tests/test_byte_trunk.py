@@ -577,7 +577,7 @@ def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time(trained, tmp
     want = ops.encode(texts)
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert sum(n for n, _ in seen) == len(texts) and max(n for n, _ in seen) <= 8
-    assert side._pool_size == 3 and len({t for _, t in seen}) > 1
+    assert side._side.size == 3 and len({t for _, t in seen}) > 1
     # a few texts are split so that every thread has a batch
     seen.clear()
     side.batch_size = 64
@@ -590,7 +590,7 @@ def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time(trained, tmp
     ops_session = ops._session
     ops.spread = "batches"
     np.testing.assert_allclose(ops.encode(texts), want, atol=1e-5)
-    assert ops._session is not ops_session and ops._pool is not None
+    assert ops._session is not ops_session and ops._side._pool is not None
     ops.spread = "batch"
     with pytest.raises(
         ConfigError, match="byte trunk spread must be one of batches, ops, got 'batch'"

@@ -53,7 +53,7 @@ import numpy as np
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.fused import KINDS
 from .base import check_texts, config_fingerprint, l2_normalise
-from .onnxrt import read_graph
+from .onnxrt import SideBySide, read_graph
 
 # settings added after the first byte bundles, with the values that leave them out
 _LATER: dict[str, Any] = {"grams": 3, "bag": 0, "bag_dim": 64, "int8": False, "bag_norm": "mean"}
@@ -767,8 +767,7 @@ class ByteTrunk:
         self._held_by: str | None = None  # SHA-256 of a graph known to hold these weights
         self._session: Any = None
         self._session_spread = self.spread  # the spread the session was opened for
-        self._pool: Any = None
-        self._pool_size, self._pool_pid = 1, 0
+        self._side = SideBySide("manyheads-byte")  # the threads of spread "batches"
         self._fingerprint: str | None = None
         # the ONNX graph of these weights (a file in ``folder``), if written
         self.graph, self.graph_sha256 = graph, graph_sha256
@@ -946,23 +945,6 @@ class ByteTrunk:
             self._session_spread = self.spread
         return self._session
 
-    def _batch_pool(self) -> Any:
-        """The threads running batches side by side (None: one thread is all there is)."""
-        import os
-
-        if self._pool is not None and self._pool_pid != os.getpid():
-            self._pool = None  # a forked child: the parent's threads are not here
-        if self._pool is None and self.spread == "batches":
-            from concurrent.futures import ThreadPoolExecutor
-
-            from .onnxrt import cpu_threads
-
-            threads = cpu_threads()
-            if threads > 1:
-                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="manyheads-byte")
-                self._pool_size, self._pool_pid = threads, os.getpid()
-        return self._pool
-
     def _ensure(self) -> Any:
         if self._module is None:
             torch = require("torch", "transformers")
@@ -985,9 +967,9 @@ class ByteTrunk:
         session = self._onnx()
         pool = None
         if session is not None:
-            pool = self._batch_pool()
+            pool = self._side.pool() if self.spread == "batches" else None
             if pool is not None:  # a batch for every thread, when there are texts enough
-                size = max(1, min(size, -(-len(texts) // self._pool_size)))
+                size = max(1, min(size, -(-len(texts) // self._side.size)))
 
             def run(batch: np.ndarray) -> np.ndarray:
                 return session.run(["embedding"], {"ids": batch})[0]

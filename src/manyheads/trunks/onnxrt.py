@@ -62,6 +62,34 @@ def cpu_threads() -> int:
         return os.cpu_count() or 1
 
 
+class SideBySide:
+    """Threads that run onnxruntime calls side by side (onnxruntime lets go of the GIL
+    while it runs), started on first use and started anew in a forked child, where the
+    parent's threads are not."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._pool: Any = None
+        self._pid = 0
+        self._lock = threading.Lock()
+        self.size = 1  # threads of the pool handed out last
+
+    def pool(self, threads: int | None = None) -> Any:
+        """The pool of ``threads`` (default: ``cpu_threads()``) threads, or None when
+        that is one thread."""
+        if self._pool is None or self._pid != os.getpid():
+            threads = threads or cpu_threads()
+            if threads <= 1:
+                return None
+            from concurrent.futures import ThreadPoolExecutor
+
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    self._pool = ThreadPoolExecutor(threads, thread_name_prefix=self._prefix)
+                    self._pid, self.size = os.getpid(), threads
+        return self._pool
+
+
 def read_graph(path: Path, sha256: str | None, *, hint: str = "") -> bytes:
     """The bytes of the graph file ``path``, checked against ``sha256`` (the one the
     bundle names; ``hint`` ends the refusal)."""
@@ -210,8 +238,7 @@ class OnnxTrunk:
                 raise ManyheadsError(f"the exported trunk lacks {self.folder / rel}")
         self._graph: _Graph | None = None
         self._lock = threading.Lock()
-        self._pool: Any = None
-        self._pool_pid = 0
+        self._side = SideBySide("manyheads-onnx")  # the threads of spread "texts"
 
     # -- protocol ----------------------------------------------------------
 
@@ -268,23 +295,6 @@ class OnnxTrunk:
                     self._graph = self._open(spread)
                 graph = self._graph
         return graph
-
-    def _text_pool(self) -> Any:
-        """The threads running texts side by side (None: one thread is all there is)."""
-        if self._pool is not None and self._pool_pid != os.getpid():
-            self._pool = None  # a forked child: the parent's threads are not here
-        if self._pool is None:
-            threads = self.threads or cpu_threads()
-            if threads > 1:
-                from concurrent.futures import ThreadPoolExecutor
-
-                with self._lock:
-                    if self._pool is None or self._pool_pid != os.getpid():
-                        self._pool = ThreadPoolExecutor(
-                            threads, thread_name_prefix="manyheads-onnx"
-                        )
-                        self._pool_pid = os.getpid()
-        return self._pool
 
     def reload(self, file: str, sha256: str) -> None:
         """Switch to another graph file of this folder (opened now, swapped in one step;
@@ -361,7 +371,7 @@ class OnnxTrunk:
         pool = None
         if graph.spread == "texts":  # each text a call of its own, side by side
             batches = list(np.arange(len(texts))[:, None])
-            pool = self._text_pool() if len(texts) > 1 else None
+            pool = self._side.pool(self.threads) if len(texts) > 1 else None
         else:
             batches = length_batches(
                 text_len * n_windows, max_tokens=self.batch_tokens, max_rows=self.max_batch
