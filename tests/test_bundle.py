@@ -184,7 +184,7 @@ def test_crash_while_writing_weights_keeps_previous_bundle(trained, tmp_path, mo
         raise OSError("disk full")
 
     monkeypatch.setattr(manyheads.bundle, "atomic_write_bytes", boom)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(BundleError, match="cannot save the bundle to .*: disk full"):
         trained.save(tmp_path / "b")
     assert Bundle.load(tmp_path / "b", cache=None).predict(TEXTS) == before
     assert not [p for p in (tmp_path / "b").iterdir() if p.name.endswith(".tmp")]
@@ -199,7 +199,7 @@ def test_crash_between_the_two_renames_loads_the_new_bundle(trained, tmp_path, m
         raise OSError("power cut")
 
     monkeypatch.setattr(manyheads.bundle, "atomic_write_text", boom)
-    with pytest.raises(OSError, match="power cut"):
+    with pytest.raises(BundleError, match="cannot save the bundle to .*: power cut"):
         trained.save(tmp_path / "b")
     loaded = Bundle.load(tmp_path / "b", cache=None)
     assert list(loaded.heads) == ["section", "library"]

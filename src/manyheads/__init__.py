@@ -10,10 +10,11 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from .bundle import Bundle, FinetuneSummary, HeadSummary
+from .bundle import Bundle, FinetuneSummary, HeadLimits, HeadSummary
 from .cache import EmbeddingCache
 from .data import Dataset, LabelSpec, load_dataset, read_texts, split_indices
 from .errors import (
+    BundleConflictError,
     BundleError,
     ConfigError,
     DataError,
@@ -50,6 +51,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "KINDS",
     "Bundle",
+    "BundleConflictError",
     "BundleError",
     "CompositeTrunk",
     "ConfigError",
@@ -60,6 +62,7 @@ __all__ = [
     "FingerprintMismatchError",
     "FusedHeads",
     "HashingTrunk",
+    "HeadLimits",
     "HeadSummary",
     "LabelSpec",
     "LinearHead",

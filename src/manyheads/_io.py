@@ -1,9 +1,16 @@
-"""Atomic file writes: temp file in the same folder, fsync, rename."""
+"""Atomic file writes: temp file in the same folder, fsync, rename.
+
+Temp names carry the writer's process id (``.NAME.PID-RANDOM.tmp`` for files,
+``.NAME.tmp-PID-RANDOM`` for staged folders), so the next writer can tell
+the leftovers of a killed process (:func:`remove_stale_temps`) from the
+temp files of one still writing.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -39,7 +46,9 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    tmp, fd = _fresh(path.parent, f".{path.name}.", ".tmp", lambda p: os.open(p, flags, 0o666))
+    tmp, fd = _fresh(
+        path.parent, f".{path.name}.{os.getpid()}-", ".tmp", lambda p: os.open(p, flags, 0o666)
+    )
     try:
         _keep_mode(tmp, path)
         binary = "b" in mode
@@ -89,7 +98,8 @@ def staged_dir(out: Path, check: Any = None) -> Iterator[Path]:
     raises, the half-built folder is removed and ``out`` is untouched.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
-    work, _ = _fresh(out.parent, f".{out.name}.tmp-", "", lambda p: p.mkdir())
+    remove_stale_temps(out.parent, only=out.name)
+    work, _ = _fresh(out.parent, f".{out.name}.tmp-{os.getpid()}-", "", lambda p: p.mkdir())
     try:
         yield work
         if check is not None:
@@ -102,3 +112,54 @@ def staged_dir(out: Path, check: Any = None) -> Iterator[Path]:
 
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``exc`` for a one-line message: its reason and the file it concerns."""
+    return f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+
+
+# .NAME.PID-HEX.tmp (a file), .NAME.tmp-PID-HEX (a staged folder); without PID: older names
+_TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[0-9a-f]{16}\.tmp$")
+_TEMP_DIR = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<pid>\d+)-)?[0-9a-f]{16}$")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # this process's writers clean up after themselves
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def remove_stale_temps(folder: str | os.PathLike[str], *, only: str | None = None) -> list[Path]:
+    """Remove the temp files and staged folders in ``folder`` left by processes that
+    are gone (killed mid-write); ``only``: those of the target named so. Returns
+    what was removed. Temps of live processes are left alone."""
+    import shutil
+
+    folder = Path(folder)
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMP_FILE.match(entry.name) or _TEMP_DIR.match(entry.name)
+        if match is None or (only is not None and match["name"] != only):
+            continue
+        pid = match["pid"]
+        if pid is not None and _alive(int(pid)):
+            continue
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        removed.append(path)
+    return removed

@@ -9,14 +9,19 @@ Layout::
 Saves are atomic: each file is written to a temp file, fsynced and renamed.
 ``heads.safetensors`` also carries a copy of the ``bundle.json`` it belongs to
 (with a generation id), and is renamed first: a crash between the two renames
-leaves a folder that still loads, as the new bundle.
+leaves a folder that still loads, as the new bundle. Files the new bundle no
+longer names go only after both renames.
+
+Saves hold the folder's writers' lock and merge: a bundle saved into the
+folder it was loaded from, which another writer saved meanwhile, lays its own
+head changes (added, replaced, removed heads) onto what is on disk now, so no
+head another writer saved is lost; a change of trunk on either side cannot be
+merged and is refused (:class:`~manyheads.errors.BundleConflictError`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import fcntl
 import gzip
 import hashlib
 import json
@@ -35,10 +40,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import __version__
-from ._io import atomic_write_bytes, atomic_write_text
+from ._io import atomic_write_bytes, atomic_write_text, describe_os_error
+from ._text import unicode_problem
 from .cache import EmbeddingCache
 from .data import split_indices
 from .errors import (
+    BundleConflictError,
     BundleError,
     ConfigError,
     DataError,
@@ -46,10 +53,22 @@ from .errors import (
     UnknownHeadError,
 )
 from .heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record
+from .heads.record import HeadLimits, check_label_values
+from .store import (
+    BUNDLE_JSON,
+    DATA_DIR,
+    HEADS_FILE,
+    TIERS_DIR,
+    OnDisk,
+    collect_garbage,
+    folder_lock,
+    has_bundle,
+    read_folder,
+)
 
 if TYPE_CHECKING:
     from .heads.linear import LinearHead
-from .trunks import CompositeTrunk, Trunk, load_trunk
+from .trunks import CompositeTrunk, Trunk, check_spec, load_trunk
 from .trunks.base import check_texts
 
 __all__ = [
@@ -57,16 +76,13 @@ __all__ = [
     "FORMAT_VERSION",
     "Bundle",
     "FinetuneSummary",
+    "HeadLimits",
     "HeadSummary",
     "bundle_folder",
     "bundle_tiers",
 ]
 
 FORMAT_VERSION = 1
-BUNDLE_JSON = "bundle.json"
-DATA_DIR = "data"
-HEADS_FILE = "heads.safetensors"
-TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a bundle
 # bundles shipped inside the package (manyheads/models/NAME/), loaded by name
 BUILTIN_BUNDLES = ("content",)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -86,9 +102,9 @@ def bundle_folder(path: str | os.PathLike[str], tier: int | None = None) -> Path
     """
     folder = Path(path)
     name = os.fspath(path)
-    if name in BUILTIN_BUNDLES and not (folder / BUNDLE_JSON).is_file():
+    if name in BUILTIN_BUNDLES and not has_bundle(folder):
         folder = builtin_root() / name
-        if not (folder / BUNDLE_JSON).is_file():
+        if not has_bundle(folder):
             raise BundleError(
                 f"the built-in bundle {name!r} is not installed ({folder} has no {BUNDLE_JSON}), "
                 f"and ./{name} holds no bundle; give a bundle folder"
@@ -106,7 +122,7 @@ def bundle_folder(path: str | os.PathLike[str], tier: int | None = None) -> Path
     if tier == spec.get("tier"):
         return folder
     sub = folder / TIERS_DIR / str(tier)
-    if not (sub / BUNDLE_JSON).is_file():
+    if not has_bundle(sub):
         tiers = ", ".join(str(t) for t in bundle_tiers(folder))
         raise ConfigError(f"the bundle at {folder} has no tier {tier}; its tiers: {tiers}")
     return sub
@@ -122,24 +138,20 @@ def bundle_tiers(folder: str | os.PathLike[str]) -> list[int]:
     tiers = {int(spec["tier"])} if isinstance(spec.get("tier"), int) else set()
     if (folder / TIERS_DIR).is_dir():
         for sub in (folder / TIERS_DIR).iterdir():
-            if sub.name.isdigit() and (sub / BUNDLE_JSON).is_file():
+            if sub.name.isdigit() and has_bundle(sub):
                 tiers.add(int(sub.name))
     return sorted(tiers)
 
 
 def _trunk_spec(folder: Path) -> dict[str, Any]:
-    """The trunk spec a bundle folder's bundle.json names (read without loading it)."""
-    meta_file = folder / BUNDLE_JSON
-    if not meta_file.is_file():
+    """The trunk spec a bundle folder names (read without loading the bundle)."""
+    found = read_folder(folder)
+    if found is None:
         raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
-    try:
-        doc = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"cannot read {meta_file}: {exc}") from exc
-    trunk = doc.get("trunk") if isinstance(doc, dict) else None
+    trunk = found.doc.get("trunk")
     spec = trunk.get("spec") if isinstance(trunk, dict) else None
     if not isinstance(spec, dict):
-        raise BundleError(f"{meta_file}: 'trunk' needs name, fingerprint, dim and spec")
+        raise BundleError(f"{folder / BUNDLE_JSON}: 'trunk' needs name, fingerprint, dim and spec")
     return spec
 
 
@@ -275,8 +287,14 @@ _SCALAR = (str, int, float, bool, np.integer, np.floating, np.bool_)
 
 
 def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
-    """Multiclass / binary labels are single values; multilabel labels are lists of them."""
+    """Multiclass / binary labels are single values; multilabel labels are lists of them;
+    a label is valid Unicode text, a finite number or a boolean."""
     for i, label in enumerate(labels):
+        for value in label if isinstance(label, list | tuple | set | frozenset) else [label]:
+            if isinstance(value, str) and unicode_problem(value) is not None:
+                raise DataError(f"head {name!r}: label #{i} {unicode_problem(value)}")
+            if isinstance(value, float | np.floating) and not np.isfinite(value):
+                raise DataError(f"head {name!r}: label #{i} is {value!r}, not a finite number")
         if kind == "multilabel":
             ok = isinstance(label, str) or (
                 isinstance(label, (list, tuple, set, frozenset))
@@ -367,6 +385,9 @@ class Bundle:
         ``"minilm"`` (default), ``"hashing"``, a local model folder, or a trunk object.
     cache : ``"default"``, None, path or EmbeddingCache
         Embedding cache used when training and evaluating. ``None`` disables it.
+    limits : HeadLimits
+        Caps on the heads this bundle takes in: labels per head, characters per
+        label, heads (default ``HeadLimits()``: 1,000 / 200 / 256).
     """
 
     def __init__(
@@ -374,7 +395,12 @@ class Bundle:
         trunk: str | Path | dict[str, Any] | Trunk = "minilm",
         *,
         cache: str | Path | EmbeddingCache | None = _DEFAULT,
+        limits: HeadLimits | None = None,
     ) -> None:
+        self.limits = limits or HeadLimits()
+        # head changes since the generation this bundle was loaded from or last saved:
+        # name -> True (added or replaced) / False (removed); a save merges them
+        self._changes: dict[str, bool] = {}
         self._trunk: Trunk | None = load_trunk(trunk)
         self._trunk_state: dict[str, np.ndarray] = {}
         self._data: dict[str, tuple[list[str], list[Any], list[Any] | None]] = {}
@@ -393,6 +419,7 @@ class Bundle:
         """A bundle sharing this one's trunk, cache and heads, whose head set and kept
         data change independently (a service changes a copy, saves it, then swaps)."""
         other = copy.copy(self)
+        other._changes = dict(self._changes)
         other._data = dict(self._data)
         other._trunk_ref = dict(self._trunk_ref)
         other._trunk_state = dict(self._trunk_state)
@@ -680,6 +707,29 @@ class Bundle:
             if not t.strip():
                 raise DataError(f"head {name!r}: text #{i} is empty")
         check_labels(name, kind, labels)
+        if groups is not None:
+            groups = list(groups)
+            if len(groups) != len(texts):
+                raise DataError(f"head {name!r}: {len(texts)} texts but {len(groups)} groups")
+            for i, g in enumerate(groups):
+                if isinstance(g, bool) or not isinstance(g, str | int | np.integer):
+                    raise DataError(
+                        f"head {name!r}: group #{i} is {str(g)[:40]}; a group is a string or "
+                        "an integer"
+                    )
+                if isinstance(g, str) and unicode_problem(g) is not None:
+                    raise DataError(f"head {name!r}: group #{i} {unicode_problem(g)}")
+        if head not in HEAD_TYPES:
+            raise ConfigError(f"head type must be one of {', '.join(HEAD_TYPES)}; got {head!r}")
+        # caps before any trunk call: a mistake costs no pass over the texts
+        distinct: set[Any] = (
+            {v for labs in labels for v in ([labs] if isinstance(labs, str) else labs)}
+            if kind == "multilabel"
+            else set(labels)
+        )
+        self.limits.check_labels(list(distinct), f"head {name!r}")
+        if name not in self._state.records:
+            self.limits.check_head_count(len(self._state.records) + 1, f"head {name!r}")
         if self.trunk_needs_fit:
             self.fit_trunk(texts)
         t0 = time.perf_counter()
@@ -703,8 +753,6 @@ class Bundle:
             X, X_val = X_full[train_idx], X_full[val_idx]
             y = [labels[i] for i in train_idx]
             y_val = [labels[i] for i in val_idx]
-        if head not in HEAD_TYPES:
-            raise ConfigError(f"head type must be one of {', '.join(HEAD_TYPES)}; got {head!r}")
         try:
             if head != "linear" and sp.issparse(X):  # MLP heads take dense input
                 X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
@@ -858,12 +906,17 @@ class Bundle:
         info.setdefault("field", name)
         info.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
         record = any_head_to_record(head)
+        where = f"head {name!r}"
+        check_label_values(record[0].get("labels"), where)
+        self.limits.check_labels(record[0]["labels"], where)
         with self._lock:
             records = dict(self._state.records)
             infos = dict(self._state.info)
             records[name] = record
             infos[name] = info
+            self.limits.check_head_count(len(records), where)
             self._state = self._state.replace(records, infos, {name: head})
+            self._changes[name] = True
 
     def remove_head(self, name: str) -> None:
         with self._lock:
@@ -874,6 +927,7 @@ class Bundle:
             records = {k: v for k, v in self._state.records.items() if k != name}
             infos = {k: v for k, v in self._state.info.items() if k != name}
             self._state = self._state.replace(records, infos)
+            self._changes[name] = False
 
     def export_head(self, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """One head as (JSON record, tensors) — the form the bundle stores it in."""
@@ -891,14 +945,27 @@ class Bundle:
         self, name: str, record: dict[str, Any], tensors: dict[str, np.ndarray]
     ) -> None:
         """Install a head from its record and tensors; refuses another trunk's head."""
+        name = check_head_name(name)
+        if not isinstance(record, dict):
+            raise DataError(f"head {name!r}: the record must be an object")
         if "trunk_fingerprint" not in record:
             raise DataError(f"head {name!r} record lacks 'trunk_fingerprint'")
-        head = any_head_from_record(record, tensors)
+        try:
+            from .heads.fused import spec_from_record
+
+            spec_from_record(record, tensors)
+            head = any_head_from_record(record, tensors)
+        except DataError as exc:
+            raise DataError(f"head {name!r}: {exc}") from None
+        # a head from elsewhere brings no kept training data into this bundle
         info = {
             k: v
             for k, v in record.items()
-            if k not in ("type", "labels", "temperature", "thresholds", "params")
+            if k not in ("type", "labels", "temperature", "thresholds", "params", "data")
         }
+        info["kind"] = head.kind
+        if not isinstance(info.get("field", name), str):
+            raise DataError(f"head {name!r}: 'field' must be a string")
         self.add_head(name, head, info=info)
 
     # -- prediction --------------------------------------------------------
@@ -1032,41 +1099,123 @@ class Bundle:
             "heads": heads,
         }
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the bundle folder atomically; returns its path."""
-        from safetensors.numpy import save as st_save
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the bundle folder atomically, holding its writers' lock; returns its path.
 
+        If the folder holds a bundle saved by another writer since this one was
+        loaded from it (or it holds a bundle and this one comes from elsewhere),
+        this bundle's head changes are merged onto it: heads added or replaced
+        here replace theirs, heads removed here go, every other head on disk
+        stays, and this bundle then holds the merged head set. A bundle on
+        another trunk cannot be merged: :class:`BundleConflictError`, and
+        nothing is written. ``overwrite=True`` replaces whatever the folder
+        holds with this bundle instead.
+        """
         folder = Path(path)
         if folder.exists() and not folder.is_dir():
             raise BundleError(f"cannot save the bundle to {folder}: it is a file, not a folder")
-        folder.mkdir(parents=True, exist_ok=True)
-        with self._lock, _folder_lock(folder):
-            self._save_graph(folder)
-            self._save_trunk_files(folder)
-            generation = uuid.uuid4().hex
-            doc = self.to_dict(generation)
-            shared = self._trunk_weights
-            if shared is not None and (folder / shared[0]).resolve() != shared[1]:
-                shared = None  # saved elsewhere: the weights go into this folder
-            if shared is not None:
-                doc["trunk_weights"] = shared[0]
-            text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-            tensors: dict[str, np.ndarray] = {}
-            for name, (_, ts) in self._state.records.items():
-                for key, arr in ts.items():
-                    tensors[f"heads/{name}/{key}"] = arr
-            if shared is None and not self._trunk_in_graph():
-                for key, arr in self._current_trunk_state().items():
-                    tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
-            self._save_data(folder)
-            blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
-            atomic_write_bytes(folder / HEADS_FILE, blob)
-            atomic_write_text(folder / BUNDLE_JSON, text)
-            self._drop_old_trunks(folder, text)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with self._lock, folder_lock(folder):
+                on_disk = None if overwrite else read_folder(folder)
+                if on_disk is not None and not self._is_base_of(folder, on_disk):
+                    self._merge_onto(on_disk, folder)
+                self._write(folder)
+        except OSError as exc:
+            raise BundleError(
+                f"cannot save the bundle to {folder}: {describe_os_error(exc)}"
+            ) from None
+        return folder
+
+    def _is_base_of(self, folder: Path, on_disk: OnDisk) -> bool:
+        """True when the folder still holds the generation this bundle was loaded from
+        or last saved there: nothing to merge."""
+        return (
+            self.path is not None
+            and self.generation is not None
+            and on_disk.generation == self.generation
+            and os.path.realpath(self.path) == os.path.realpath(folder)
+        )
+
+    def _merge_onto(self, on_disk: OnDisk, folder: Path) -> None:
+        """Make this bundle the folder's bundle plus this bundle's head changes."""
+        ours = self._trunk_ref
+        found = on_disk.doc.get("trunk")
+        theirs: dict[str, Any] = found if isinstance(found, dict) else {}
+        same_folder = self.path is not None and os.path.realpath(self.path) == os.path.realpath(
+            folder
+        )
+        if theirs.get("fingerprint") != ours["fingerprint"]:
+            if same_folder:
+                raise BundleConflictError(
+                    f"cannot save the bundle to {folder}: another writer saved it meanwhile "
+                    f"(generation {on_disk.generation}) with trunk {theirs.get('name')!r} "
+                    f"(fingerprint {theirs.get('fingerprint')}), and this bundle's trunk is "
+                    f"{ours['name']!r} (fingerprint {ours['fingerprint']}); nothing was "
+                    "written: load the bundle again and redo the change"
+                )
+            raise BundleConflictError(
+                f"cannot save the bundle to {folder}: it holds a bundle on trunk "
+                f"{theirs.get('name')!r} (fingerprint {theirs.get('fingerprint')}), not this "
+                f"bundle's {ours['name']!r} (fingerprint {ours['fingerprint']}); save it "
+                "elsewhere, or replace that bundle (save(..., overwrite=True))"
+            )
+        tensors = _tensors(on_disk, folder)
+        disk = self._from_doc(on_disk.doc, tensors, folder, cache=None, trunk=None)
+        changes = (
+            dict(self._changes) if same_folder else {name: True for name in self._state.records}
+        )
+        records = dict(disk._state.records)
+        infos = dict(disk._state.info)
+        for name, keep in changes.items():
+            if keep and name in self._state.records:
+                records[name], infos[name] = self._state.records[name], self._state.info[name]
+            else:
+                records.pop(name, None)
+                infos.pop(name, None)
+        # their heads' kept data is in the folder; ours comes from memory or our folder
+        for name in set(records) - {n for n, keep in changes.items() if keep}:
+            rel = infos[name].get("data")
+            if rel:
+                self._data.pop(str(rel), None)
+        if disk._trunk_ref["spec"] != ours["spec"]:  # e.g. a graph rewritten with their heads
+            self._trunk_ref = disk._trunk_ref
+            self._trunk_state = disk._trunk_state
+            self._trunk = None
+        self._state = self._state.replace(records, infos)
+
+    def _write(self, folder: Path) -> None:
+        """Write every file of this bundle into ``folder`` (its lock held): new files
+        first, then the weights and ``bundle.json`` renamed into place, then what the
+        saved bundle no longer names is removed."""
+        from safetensors.numpy import save as st_save
+
+        self._save_graph(folder)
+        self._save_trunk_files(folder)
+        generation = uuid.uuid4().hex
+        doc = self.to_dict(generation)
+        shared = self._trunk_weights
+        if shared is not None and (folder / shared[0]).resolve() != shared[1]:
+            shared = None  # saved elsewhere: the weights go into this folder
+        if shared is not None:
+            doc["trunk_weights"] = shared[0]
+        text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+        tensors: dict[str, np.ndarray] = {}
+        for name, (_, ts) in self._state.records.items():
+            for key, arr in ts.items():
+                tensors[f"heads/{name}/{key}"] = arr
+        if shared is None and not self._trunk_in_graph():
+            for key, arr in self._current_trunk_state().items():
+                tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
+        self._save_data(folder)
+        blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})
+        atomic_write_bytes(folder / HEADS_FILE, blob)
+        atomic_write_text(folder / BUNDLE_JSON, text)
+        collect_garbage(folder, text)
         self.path = folder
         self.generation = generation
         self._trunk_weights = shared
-        return folder
+        self._changes = {}
 
     def _save_trunk_files(self, folder: Path) -> None:
         """Trunk parts that keep files in the bundle folder (a byte trunk's graph) put
@@ -1294,21 +1443,9 @@ class Bundle:
         self.path = folder
         return FinetuneSummary(report=report, heads=summaries, dropped=dropped)
 
-    @staticmethod
-    def _drop_old_trunks(folder: Path, bundle_json: str) -> None:
-        """Remove fine-tuned trunk folders (``trunk-ID``) and graph files (``model-SHA.onnx``)
-        the saved bundle no longer uses."""
-        import shutil
-
-        for old in folder.glob("trunk-*"):
-            if old.is_dir() and f'"{old.name}"' not in bundle_json:
-                shutil.rmtree(old, ignore_errors=True)
-        for old in folder.glob("model-*.onnx"):
-            if old.is_file() and f'"{old.name}"' not in bundle_json:
-                old.unlink(missing_ok=True)
-
     def _save_data(self, folder: Path) -> None:
-        """Write each kept training set once (content-addressed); drop unreferenced ones."""
+        """Write each kept training set once (content-addressed); the ones no head uses any
+        more go after the save (``collect_garbage``)."""
         wanted = {str(i["data"]) for i in self._state.info.values() if i.get("data")}
         for rel in sorted(wanted):
             target = folder / rel
@@ -1327,11 +1464,6 @@ class Bundle:
                     row["group"] = groups[i]
                 lines.append(json.dumps(row, ensure_ascii=False))
             atomic_write_bytes(target, gzip.compress(("\n".join(lines) + "\n").encode(), 6))
-        data_dir = folder / DATA_DIR
-        if data_dir.is_dir():
-            for old in data_dir.glob("*.jsonl.gz"):
-                if f"{DATA_DIR}/{old.name}" not in wanted:
-                    old.unlink()
 
     def training_data(self, name: str) -> tuple[list[str], list[Any], list[Any] | None] | None:
         """The texts, labels and groups head ``name`` was trained on, if the bundle kept them."""
@@ -1347,14 +1479,22 @@ class Bundle:
             return self._data[rel]
         path = None if self.path is None else self.path / rel
         if path is None or not path.is_file():
-            return None
+            raise BundleError(
+                f"the kept training data of head {name!r} ({rel}) is missing from "
+                f"{self.path}; the head cannot be refitted (train it again)"
+            )
         texts, labels, groups = [], [], []
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                row = json.loads(line)
-                texts.append(row["text"])
-                labels.append(row["label"])
-                groups.append(row.get("group"))
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    texts.append(row["text"])
+                    labels.append(row["label"])
+                    groups.append(row.get("group"))
+        except (OSError, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            raise BundleError(
+                f"cannot read {path}, the kept training data of head {name!r}: {exc}"
+            ) from None
         data = (texts, labels, None if all(g is None for g in groups) else groups)
         if data_hash(texts, labels) != info.get("data_hash"):
             raise BundleError(f"{path}: training data of head {name!r} does not match its hash")
@@ -1375,50 +1515,27 @@ class Bundle:
         cache: str | Path | EmbeddingCache | None = _DEFAULT,
         trunk: Trunk | None = None,
         tier: int | None = None,
+        limits: HeadLimits | None = None,
     ) -> Bundle:
         """Load a bundle folder. The trunk is built on first use (or given as ``trunk``).
 
         ``path`` may also name a built-in bundle (``"content"``), see
         :func:`bundle_folder`. ``tier``: for a byte bundle, the tier (nested
         embedding size) to answer at; a tier other than the bundle's own loads
-        the sub-bundle fitted at that tier (``tiers/<tier>/``).
+        the sub-bundle fitted at that tier (``tiers/<tier>/``). ``limits``: the caps
+        on heads added later (a bundle loads whatever its heads hold).
         """
-        from safetensors import SafetensorError
-        from safetensors.numpy import load as st_load
-
         folder = bundle_folder(path, tier)
         meta_file = folder / BUNDLE_JSON
-        if not meta_file.is_file():
+        on_disk = read_folder(folder)
+        if on_disk is None:
             raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
-        try:
-            blob = (folder / HEADS_FILE).read_bytes()
-        except FileNotFoundError:
-            blob = None
-        except OSError as exc:
-            raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc}") from exc
-        try:
-            doc = json.loads(meta_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BundleError(f"cannot read {meta_file}: {exc}") from exc
-        tensors: dict[str, np.ndarray] = {}
-        if blob is not None:
-            try:
-                tensors = st_load(blob)
-                st_meta = _safetensors_metadata(blob)
-            except (SafetensorError, ValueError) as exc:
-                raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc}") from exc
-            if (
-                isinstance(doc, dict)
-                and doc.get("format") == "manyheads-bundle"
-                and st_meta.get("generation") not in (None, doc.get("generation"))
-            ):
-                # a save stopped between its two renames: the weights file is newer
-                # and carries the bundle.json it belongs to
-                doc = json.loads(st_meta["bundle_json"])
-        shared = doc.get("trunk_weights") if isinstance(doc, dict) else None
-        if shared is not None:
-            tensors.update(_shared_trunk_weights(folder, shared))
+        doc = on_disk.doc
+        tensors = _tensors(on_disk, folder)
+        shared = doc.get("trunk_weights")
         bundle = cls._from_doc(doc, tensors, folder, cache=cache, trunk=trunk)
+        if limits is not None:
+            bundle.limits = limits
         bundle.path = folder
         bundle.generation = doc.get("generation")
         if shared is not None:
@@ -1449,7 +1566,27 @@ class Bundle:
         ref = doc.get("trunk")
         if not isinstance(ref, dict) or not {"name", "fingerprint", "dim", "spec"} <= set(ref):
             raise BundleError(f"{where}: 'trunk' needs name, fingerprint, dim and spec")
+        dim = ref["dim"]
+        if (
+            not isinstance(ref["name"], str)
+            or not isinstance(ref["fingerprint"], str)
+            or not isinstance(dim, int)
+            or isinstance(dim, bool)
+            or dim < 1
+            or not isinstance(ref["spec"], dict)
+        ):
+            raise BundleError(
+                f"{where}: 'trunk' needs a string name and fingerprint, a positive integer dim "
+                f"and a spec object; got name {ref['name']!r}, fingerprint "
+                f"{ref['fingerprint']!r}, dim {dim!r}"
+            )
+        try:
+            check_spec(ref["spec"])
+        except ConfigError as exc:
+            raise BundleError(f"{where}: {exc}") from None
         bundle = cls.__new__(cls)
+        bundle.limits = HeadLimits()
+        bundle._changes = {}
         bundle._trunk = None
         bundle._data = {}
         bundle._trunk_state = {
@@ -1476,6 +1613,10 @@ class Bundle:
         if not isinstance(heads_doc, dict):
             raise BundleError(f"{where}: 'heads' must be an object")
         for name, record in heads_doc.items():
+            try:
+                check_head_name(name)
+            except DataError as exc:
+                raise BundleError(f"{where}: {exc}") from None
             if not isinstance(record, dict):
                 raise BundleError(f"{where}: head {name!r} must be an object")
             ts = {
@@ -1526,22 +1667,19 @@ def _shared_trunk_weights(folder: Path, rel: Any) -> dict[str, np.ndarray]:
     return {k: v for k, v in tensors.items() if k.startswith("trunk/")}
 
 
-def _safetensors_metadata(blob: bytes) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors blob (its JSON header)."""
-    if len(blob) < 8:
-        raise ValueError("file too short")
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8 : 8 + n])
-    meta = header.get("__metadata__") or {}
-    return {str(k): str(v) for k, v in meta.items()}
+def _tensors(on_disk: OnDisk, folder: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a bundle on disk: its weights file's, and the trunk weights of
+    the file its ``trunk_weights`` names (a tier's sub-bundle: its parent's)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load as st_load
 
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """Exclusive lock on ``folder/.lock`` so two processes never interleave saves."""
-    with open(folder / ".lock", "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    tensors: dict[str, np.ndarray] = {}
+    if on_disk.blob is not None:
         try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            tensors = st_load(on_disk.blob)
+        except (SafetensorError, ValueError) as exc:
+            raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc}") from None
+    shared = on_disk.doc.get("trunk_weights")
+    if shared is not None:
+        tensors.update(_shared_trunk_weights(folder, shared))
+    return tensors

@@ -11,12 +11,13 @@ else the user cache folder (``$XDG_CACHE_HOME/manyheads`` on Linux).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -65,11 +66,33 @@ class EmbeddingCache:
                 self.path, timeout=60.0, check_same_thread=False, isolation_level=None
             )
             self._setup()
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
         except (OSError, sqlite3.Error) as exc:
             raise ManyheadsError(f"cannot open the embedding cache {self.path}: {exc}") from exc
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+
+    def _damaged(self, exc: Exception) -> ManyheadsError:
+        return ManyheadsError(
+            f"the embedding cache {self.path} is damaged ({exc}); delete it (it holds only "
+            "vectors, computed again when needed) or disable the cache"
+        )
+
+    @contextlib.contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """A damaged file or a failing disk as one line naming the file."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc) or "disk" in str(exc):
+                raise ManyheadsError(
+                    f"cannot {action} the embedding cache {self.path}: {exc}"
+                ) from None
+            raise self._damaged(exc) from None
+        except sqlite3.DatabaseError as exc:  # "database disk image is malformed", ...
+            raise self._damaged(exc) from None
 
     def _setup(self) -> None:
         """WAL mode and the table. Switching journal mode can report "database is
@@ -95,7 +118,7 @@ class EmbeddingCache:
         """Cached vectors for ``texts`` (``None`` where missing)."""
         keys = [text_key(t) for t in texts]
         found: dict[bytes, np.ndarray] = {}
-        with self._lock:
+        with self._lock, self._guard("read"):
             for start in range(0, len(keys), _CHUNK):
                 chunk = list(dict.fromkeys(keys[start : start + _CHUNK]))
                 marks = ",".join("?" * len(chunk))
@@ -119,7 +142,7 @@ class EmbeddingCache:
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
         data = np.asarray(vectors).astype(_DTYPES[self.dtype])
         rows = [(fingerprint, text_key(t), data[i].tobytes()) for i, t in enumerate(texts)]
-        with self._lock:
+        with self._lock, self._guard("write"):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(
@@ -127,15 +150,14 @@ class EmbeddingCache:
                     rows,
                 )
                 self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except sqlite3.Error:
                 if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise ManyheadsError(
-                    f"cannot write the embedding cache {self.path}: {exc}"
-                ) from exc
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
 
     def count(self, fingerprint: str | None = None) -> int:
-        with self._lock:
+        with self._lock, self._guard("read"):
             if fingerprint is None:
                 row = self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()
             else:
@@ -145,7 +167,7 @@ class EmbeddingCache:
         return int(row[0])
 
     def clear(self, fingerprint: str | None = None) -> None:
-        with self._lock:
+        with self._lock, self._guard("write"):
             if fingerprint is None:
                 self._conn.execute("DELETE FROM embeddings")
             else:

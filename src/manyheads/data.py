@@ -17,11 +17,13 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._text import unicode_problem
 from .errors import ConfigError, DataError, require
 
 __all__ = [
     "Dataset",
     "LabelSpec",
+    "iter_texts",
     "load_dataset",
     "read_records",
     "read_texts",
@@ -161,6 +163,9 @@ def _scalar_label(value: Any, where: str, fld: str) -> str:
     if isinstance(value, str):
         if not value.strip():
             raise DataError(f"{where}: field {fld!r} is empty")
+        problem = unicode_problem(value)
+        if problem is not None:
+            raise DataError(f"{where}: field {fld!r} {problem}")
         return value.strip()
     raise DataError(f"{where}: field {fld!r} must be a single label, got {type(value).__name__}")
 
@@ -176,7 +181,7 @@ def _label_list(value: Any, where: str, fld: str, sep: str) -> list[str]:
                     f"{where}: field {fld!r} looks like a JSON list but is malformed ({exc.msg})"
                 ) from exc
         else:
-            return [p.strip() for p in text.split(sep) if p.strip()] if text else []
+            return [_scalar_label(p, where, fld) for p in text.split(sep) if p.strip()]
     if value is None:
         return []
     if not isinstance(value, list | tuple):
@@ -185,6 +190,24 @@ def _label_list(value: Any, where: str, fld: str, sep: str) -> list[str]:
             f"{sep!r}-separated string), got {type(value).__name__}"
         )
     return [_scalar_label(v, where, fld) for v in value]
+
+
+def _row_text(where: str, record: dict[str, Any], text_field: str) -> str:
+    """A row's text, checked: present, a string, not blank, valid Unicode."""
+    if text_field not in record:
+        raise DataError(
+            f"{where}: missing text field {text_field!r} (fields: {', '.join(map(str, record))})"
+        )
+    text = record[text_field]
+    if not isinstance(text, str):
+        kind = "null" if text is None else type(text).__name__
+        raise DataError(f"{where}: field {text_field!r} is {kind}, expected a string")
+    if not text.strip():
+        raise DataError(f"{where}: field {text_field!r} is empty")
+    problem = unicode_problem(text)
+    if problem is not None:
+        raise DataError(f"{where}: field {text_field!r} {problem}")
+    return text
 
 
 def load_dataset(
@@ -218,18 +241,7 @@ def load_dataset(
                     f"{where}: no field {s.field!r} for head {s.name!r} "
                     f"(fields: {', '.join(map(str, record))})"
                 )
-        if text_field not in record:
-            raise DataError(
-                f"{where}: missing text field {text_field!r} "
-                f"(fields: {', '.join(map(str, record))})"
-            )
-        text = record[text_field]
-        if not isinstance(text, str):
-            kind = "null" if text is None else type(text).__name__
-            raise DataError(f"{where}: field {text_field!r} is {kind}, expected a string")
-        if not text.strip():
-            raise DataError(f"{where}: field {text_field!r} is empty")
-        texts.append(text)
+        texts.append(_row_text(where, record, text_field))
         for spec in labels:
             if not present[spec.name]:
                 continue
@@ -244,9 +256,12 @@ def load_dataset(
                 columns[spec.name].append(_scalar_label(value, where, spec.field))
         if groups is not None:
             assert group_field is not None
-            if record.get(group_field) in (None, ""):
+            group = record.get(group_field)
+            if group in (None, ""):
                 raise DataError(f"{where}: missing group field {group_field!r}")
-            groups.append(str(record[group_field]))
+            if isinstance(group, str) and unicode_problem(group) is not None:
+                raise DataError(f"{where}: field {group_field!r} {unicode_problem(group)}")
+            groups.append(str(group))
     if present is None:
         raise DataError(f"{path}: no rows")
     missing = [s.name for s in labels if not present[s.name]]
@@ -261,22 +276,32 @@ def load_dataset(
 
 def read_texts(path: str | Path, text_field: str = "text") -> list[str]:
     """Texts to label: a table's ``text_field``, or a plain file with one text per line."""
+    texts = [text for _, text in iter_texts(path, text_field)]
+    if not texts:
+        raise DataError(f"{path}: no texts")
+    return texts
+
+
+def iter_texts(path: str | Path, text_field: str = "text") -> Iterator[tuple[str, str]]:
+    """``(location, text)`` for each text of a file, read as it goes (memory stays flat
+    whatever the file's size): a table's ``text_field``, or a plain file with one text
+    per line. Each text is checked as it is read (the location names its row or line)."""
     path = Path(path)
     if _format_of(path) != "text":
-        return load_dataset(path, text_field=text_field).texts
-    texts = []
+        for where, record in read_records(path, columns=[text_field]):
+            yield where, _row_text(where, record, text_field)
+        return
+    if not path.is_file():
+        raise DataError(f"cannot read {path}: no such file")
     with _open_text(path) as fh:
         try:
             for lineno, line in enumerate(fh, start=1):
                 text = line.rstrip("\r\n")
                 if not text.strip():
                     raise DataError(f"{path} line {lineno}: empty text")
-                texts.append(text)
+                yield f"{path} line {lineno}", text
         except UnicodeDecodeError as exc:
             raise DataError(f"cannot read {path}: not valid UTF-8 ({exc.reason})") from exc
-    if not texts:
-        raise DataError(f"{path}: no texts")
-    return texts
 
 
 def split_indices(

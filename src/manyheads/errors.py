@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BundleConflictError",
     "BundleError",
     "ConfigError",
     "DataError",
@@ -31,6 +32,11 @@ class DataError(ManyheadsError, ValueError):
 
 class BundleError(ManyheadsError, ValueError):
     """A bundle folder is missing, unreadable, or inconsistent."""
+
+
+class BundleConflictError(BundleError):
+    """A save that cannot be merged onto what another writer saved meanwhile (the
+    trunk changed on one side); nothing was written."""
 
 
 class UnknownHeadError(ManyheadsError, KeyError):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._io import atomic_write_bytes, staged_dir
+from ._io import atomic_write_bytes, describe_os_error, staged_dir
 from .errors import BundleError, ConfigError, require
 from .heads.fused import FusedHeads
 from .trunks.onnxrt import EMBEDDING, HEAD_PREFIX, META_HEADS, OnnxTrunk, file_sha256
@@ -294,11 +294,10 @@ def export_bundle(
     ``Bundle.load(out)`` runs it with onnxruntime, without torch. The folder
     appears complete or not at all (built beside it, then renamed).
     """
-    from .bundle import Bundle
     from .trunks import CompositeTrunk
     from .trunks.transformer import TransformerTrunk
 
-    onnx = require("onnx", "onnx")
+    require("onnx", "onnx")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"cannot export to {out}: it exists and is not an empty folder")
@@ -317,50 +316,65 @@ def export_bundle(
             f"export needs a trunk with one transformer part; {bundle.trunk_name!r} has "
             f"{len(neural)} (a hashing / tfidf trunk runs without torch already)"
         )
-    source: TransformerTrunk = parts[neural[0]]  # type: ignore[assignment]
-    composite = len(parts) > 1
-    with staged_dir(out) as work:
-        encoder = work / "encoder.onnx"
-        _export_encoder(source, encoder, opset)
-        model = onnx.load(str(encoder))
-        _add_pooling(onnx, model.graph, source.dim)
-        compose_heads(model, None if composite else bundle._state.fused)
-        full = work / "full.onnx"
-        atomic_write_bytes(full, _serialize(model))
-        encoder.unlink()
-        graph = work / "graph.onnx"
-        if int8:
-            tail = [n.name for n in model.graph.node if n.name.startswith((POOL, HEADS))]
-            _quantize(full, graph, tail)
-            full.unlink()
-        else:
-            full.rename(graph)
-        sha = file_sha256(graph)
-        graph.rename(work / graph_file_name(sha))
-        source._tokenizer.save(str(work / "tokenizer.json"))
-        exported = OnnxTrunk(
-            work,
-            name=source.name,
-            file=graph_file_name(sha),
-            fingerprint=source.fingerprint,
-            dim=source.dim,
-            max_length=source.max_length,
-            sha256=sha,
-            quantization="int8" if int8 else None,
-            source=source.spec(),
-        )
-        new_parts = list(parts)
-        new_parts[neural[0]] = exported
-        new_trunk: Any = (
-            CompositeTrunk(new_parts, trunk.weights)  # type: ignore[attr-defined]
-            if composite
-            else exported
-        )
-        copy = Bundle(new_trunk, cache=bundle._cache_arg)
-        copy._trunk_state = bundle._current_trunk_state()
-        copy._state = bundle._state
-        copy._data = dict(bundle._data)
-        copy.path = bundle.path  # kept training data is read from the source folder
-        copy.save(work)
-        (work / ".lock").unlink(missing_ok=True)
+    try:
+        with staged_dir(out) as work:
+            _export_into(work, bundle, parts, neural[0], int8=int8, opset=opset)
+    except OSError as exc:
+        raise BundleError(f"cannot export to {out}: {describe_os_error(exc)}") from None
     return out
+
+
+def _export_into(
+    work: Path, bundle: Bundle, parts: list[Any], neural: int, *, int8: bool, opset: int
+) -> None:
+    """Write the exported bundle into the staged folder ``work``."""
+    from .bundle import Bundle
+    from .trunks import CompositeTrunk
+
+    onnx = require("onnx", "onnx")
+    source: TransformerTrunk = parts[neural]  # checked by the caller
+    composite = len(parts) > 1
+    trunk = bundle.trunk
+    encoder = work / "encoder.onnx"
+    _export_encoder(source, encoder, opset)
+    model = onnx.load(str(encoder))
+    _add_pooling(onnx, model.graph, source.dim)
+    compose_heads(model, None if composite else bundle._state.fused)
+    full = work / "full.onnx"
+    atomic_write_bytes(full, _serialize(model))
+    encoder.unlink()
+    graph = work / "graph.onnx"
+    if int8:
+        tail = [n.name for n in model.graph.node if n.name.startswith((POOL, HEADS))]
+        _quantize(full, graph, tail)
+        full.unlink()
+    else:
+        full.rename(graph)
+    sha = file_sha256(graph)
+    graph.rename(work / graph_file_name(sha))
+    source._tokenizer.save(str(work / "tokenizer.json"))
+    exported = OnnxTrunk(
+        work,
+        name=source.name,
+        file=graph_file_name(sha),
+        fingerprint=source.fingerprint,
+        dim=source.dim,
+        max_length=source.max_length,
+        sha256=sha,
+        quantization="int8" if int8 else None,
+        source=source.spec(),
+    )
+    new_parts = list(parts)
+    new_parts[neural] = exported
+    new_trunk: Any = (
+        CompositeTrunk(new_parts, trunk.weights)  # type: ignore[attr-defined]
+        if composite
+        else exported
+    )
+    copy = Bundle(new_trunk, cache=bundle._cache_arg)
+    copy._trunk_state = bundle._current_trunk_state()
+    copy._state = bundle._state
+    copy._data = dict(bundle._data)
+    copy.path = bundle.path  # kept training data is read from the source folder
+    copy.save(work)
+    (work / ".lock").unlink(missing_ok=True)

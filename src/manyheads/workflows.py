@@ -20,12 +20,15 @@ from .bundle import (
     Bundle,
     FinetuneSummary,
     HeadSummary,
+    bundle_folder,
     check_head_name,
 )
 from .cache import EmbeddingCache
-from .data import Dataset, LabelSpec, load_dataset, read_texts
+from .data import Dataset, LabelSpec, iter_texts, load_dataset
 from .errors import BundleError, ConfigError, DataError
 from .heads import KINDS
+from .heads.record import HeadLimits
+from .store import folder_lock, has_bundle
 from .trunks import load_trunk
 
 if TYPE_CHECKING:
@@ -212,6 +215,7 @@ def train_report(
     byte_config: str | dict[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
+    max_labels: int | None = None,
     progress: bool = False,
     on_trunk: Callable[[ByteTrainSummary], None] | None = None,
 ) -> TrainReport:
@@ -247,7 +251,7 @@ def train_report(
     if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool)):
         raise ConfigError(f"--tier must be an integer, got {tier!r}")
     folder = Path(bundle_path)
-    exists = (folder / BUNDLE_JSON).is_file()
+    exists = has_bundle(folder)
     new_byte = trunk == "byte" and not exists
     if not new_byte and (trunk_epochs is not None or byte_config is not None):
         raise ConfigError(
@@ -263,7 +267,14 @@ def train_report(
         )
     if not exists and trunk != "byte" and tier is not None:
         raise ConfigError("--tier is for byte trunks (--trunk byte)")
+    limits = HeadLimits() if max_labels is None else HeadLimits(max_labels=max_labels)
     dataset = _read_tasks(data, specs, text_field, group_field, label_sep)
+    for spec in specs:  # before any trunk work: 10^5 classes are refused at once
+        labels = dataset.labels[spec.name]
+        distinct = (
+            {v for labs in labels for v in labs} if spec.kind == "multilabel" else set(labels)
+        )
+        limits.check_labels(list(distinct), f"head {spec.name!r}")
     common: dict[str, Any] = {
         "C": C,
         "class_weight": class_weight,
@@ -274,7 +285,7 @@ def train_report(
     }
     cache = _cache_arg(cache_dir, no_cache)
     if exists:
-        bundle = Bundle.load(folder, cache=cache)
+        bundle = Bundle.load(folder, cache=cache, limits=limits)
         if trunk == "byte" and bundle.tier is None:
             raise ConfigError(
                 f"bundle {folder} uses trunk {bundle.trunk_name!r}, not a byte trunk. "
@@ -296,7 +307,9 @@ def train_report(
                 else f"--tier {tier}: bundle {folder} answers at tier {bundle.tier}, chosen "
                 "when it was created (its other tiers are trained too, in tiers/)"
             )
-    elif folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    elif folder.exists() and (
+        not folder.is_dir() or any(not p.name.startswith(".") for p in folder.iterdir())
+    ):  # a lock file, or the temp files of a writer creating it now, do not count
         raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
     elif config is not None:
         return _train_new_byte(
@@ -312,7 +325,7 @@ def train_report(
             on_trunk=on_trunk,
         )
     else:
-        bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache)
+        bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, limits=limits)
     if bundle.tier is not None:  # a byte bundle: its heads are fitted at every tier
         return _train_byte_heads(dataset, specs, folder, bundle, None, val_fraction, common)
     if bundle.trunk_needs_fit:  # a new bundle's fitted trunk parts learn from this file
@@ -549,22 +562,28 @@ def finetune_file(
     """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save."""
     specs = _task_specs(tasks)
     dataset = _read_tasks(data, specs, text_field, group_field, label_sep)
-    bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache)
-    summary = bundle.finetune(
-        dataset.texts,
-        {s.name: (s.kind, dataset.labels[s.name]) for s in specs},
-        bundle_path,
-        groups=dataset.groups,
-        fields={s.name: s.field for s in specs},
-        epochs=epochs,
-        max_length=max_length,
-        batch_size=batch_size,
-        lr=lr,
-        holdout=holdout,
-        seed=seed,
-        progress=progress,
-    )
-    bundle.save(bundle_path)
+    folder = bundle_folder(bundle_path)
+    if not has_bundle(folder):
+        raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
+    # the trunk changes: no other writer may save in between (they wait, then find
+    # the new trunk and are refused), so hold the lock from load to save
+    with folder_lock(folder):
+        bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache)
+        summary = bundle.finetune(
+            dataset.texts,
+            {s.name: (s.kind, dataset.labels[s.name]) for s in specs},
+            bundle_path,
+            groups=dataset.groups,
+            fields={s.name: s.field for s in specs},
+            epochs=epochs,
+            max_length=max_length,
+            batch_size=batch_size,
+            lr=lr,
+            holdout=holdout,
+            seed=seed,
+            progress=progress,
+        )
+        bundle.save(bundle_path)
     return summary
 
 
@@ -607,6 +626,9 @@ def evaluate_file(
     return bundle.evaluate(dataset.texts, dataset.labels), notes
 
 
+LONG_TEXTS = ("refuse", "window")
+
+
 def predict_texts(
     bundle_path: str | Path,
     texts: Sequence[str] = (),
@@ -616,18 +638,49 @@ def predict_texts(
     heads: Sequence[str] | None = None,
     batch_size: int = 256,
     tier: int | None = None,
+    max_chars: int = 100_000,
+    long_texts: str = "refuse",
 ) -> Iterator[dict[str, Any]]:
-    """Answers for command-line texts and/or the texts of a file, in order
-    (``tier``: a byte bundle's heads at that tier)."""
-    all_texts = list(texts)
-    if input_file is not None:
-        all_texts += read_texts(input_file, text_field=text_field)
-    if not all_texts:
+    """Answers for the given texts, then the texts of a file, in order, read and answered
+    a batch at a time (``tier``: a byte bundle's heads at that tier).
+
+    A text longer than ``max_chars`` is refused (``long_texts="refuse"``: a
+    :class:`DataError` naming it, after the answers before it) or read in pieces of
+    at most ``max_chars`` characters whose probabilities are averaged
+    (``"window"``), as the service does.
+    """
+    if long_texts not in LONG_TEXTS:
+        raise ConfigError(f"long_texts must be one of {', '.join(LONG_TEXTS)}, got {long_texts!r}")
+    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+        raise ConfigError(f"max_chars must be a positive integer, got {max_chars!r}")
+    if not texts and input_file is None:
         raise ConfigError("nothing to predict: give TEXT arguments or --input FILE")
     bundle = open_bundle(bundle_path, no_cache=True, tier=tier)
     names = bundle.resolve_heads(heads)
-    for start in range(0, len(all_texts), batch_size):
-        yield from bundle.predict(all_texts[start : start + batch_size], heads=names)
+    window = max_chars if long_texts == "window" else None
+
+    def located() -> Iterator[tuple[str, str]]:
+        for i, text in enumerate(texts):
+            yield f"text #{i + 1}", text
+        if input_file is not None:
+            yield from iter_texts(input_file, text_field=text_field)
+
+    batch: list[str] = []
+    chars = 0
+    for where, text in located():
+        if window is None and len(text) > max_chars:
+            yield from bundle.predict(batch, heads=names)
+            raise DataError(
+                f"{where} has {len(text)} characters, over the limit of {max_chars} "
+                "(raise the limit, or read long texts in pieces: the window mode)"
+            )
+        batch.append(text)
+        chars += len(text)
+        if len(batch) >= batch_size or chars >= 4 * max_chars:
+            yield from bundle.predict(batch, heads=names, max_chars=window)
+            batch, chars = [], 0
+    if batch:
+        yield from bundle.predict(batch, heads=names, max_chars=window)
 
 
 def list_heads(bundle_path: str | Path) -> list[dict[str, Any]]:

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
+from .record import KINDS, check_record
 
-KINDS = ("multiclass", "binary", "multilabel")
+__all__ = ["KINDS", "FusedHeads", "HeadSpec", "decode", "spec_from_record"]
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -84,34 +85,11 @@ def record_digest(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) 
 
 
 def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> HeadSpec:
-    """Check a stored head record and its tensors and turn them into a :class:`HeadSpec`."""
-    htype = record.get("type", "linear")
-    if htype not in ("linear", "mlp"):
-        raise DataError(f"unknown head type {htype!r}; this version knows 'linear' and 'mlp'")
-    kind = record.get("kind")
-    if kind not in KINDS:
-        raise DataError(f"head kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    labels = record.get("labels")
-    if not isinstance(labels, list) or len(labels) < (1 if kind == "multilabel" else 2):
-        raise DataError(f"head record has no valid 'labels' list: {labels!r}")
-    n_out = 1 if kind == "binary" else len(labels)
-    try:
-        temperature = float(record.get("temperature", 1.0))
-    except (TypeError, ValueError):
-        raise DataError(
-            f"head temperature must be a number, got {record['temperature']!r}"
-        ) from None
-    if not temperature > 0 or not np.isfinite(temperature):
-        raise DataError(f"head temperature must be positive, got {temperature!r}")
-    thresholds = None
-    if kind != "multiclass":
-        raw = record.get("thresholds")
-        n_thr = len(labels) if kind == "multilabel" else 1
-        if raw is None:
-            raw = [0.5] * n_thr
-        if not isinstance(raw, list) or len(raw) != n_thr:
-            raise DataError(f"head has {raw!r} as thresholds, expected a list of {n_thr}")
-        thresholds = np.asarray(raw, dtype=np.float32)
+    """Check a stored head record (:func:`~manyheads.heads.record.check_record`) and its
+    tensors and turn them into a :class:`HeadSpec`."""
+    checked = check_record(record)
+    htype, kind, labels = checked.type, checked.kind, checked.labels
+    n_out, thresholds, temperature = checked.n_outputs, checked.thresholds, checked.temperature
     t = np.float32(temperature)
     if htype == "linear":
         coef, intercept = _tensor(tensors, "coef"), _tensor(tensors, "intercept")
@@ -132,6 +110,9 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
                 f"head with {len(labels)} labels"
             )
         W2, b2 = W2 / t, b2 / t
+    for array in (W1, b1, W2, b2):
+        if array is not None and not np.isfinite(array).all():
+            raise DataError(f"head weights divided by its temperature {temperature:g} overflow")
     return HeadSpec(
         type=htype,
         kind=kind,

@@ -20,6 +20,7 @@ from .calibration import (
     calibrated_nll,
 )
 from .fused import KINDS
+from .record import check_record
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
 _C_MIN, _C_MAX = 1.0 / 64, 1024.0
@@ -455,14 +456,12 @@ def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarr
 
 
 def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> LinearHead:
-    """Rebuild a fitted head from :func:`head_to_record` output; checks every shape."""
-    if record.get("type", "linear") != "linear":
-        raise DataError(f"unknown head type {record.get('type')!r}; this version knows 'linear'")
-    kind = check_kind(record.get("kind"))
-    labels = record.get("labels")
-    if not isinstance(labels, list) or len(labels) < (1 if kind == "multilabel" else 2):
-        raise DataError(f"head record has no valid 'labels' list: {labels!r}")
-    params = dict(record.get("params") or {})
+    """Rebuild a fitted head from :func:`head_to_record` output; checks every field
+    (:func:`~manyheads.heads.record.check_record`) and shape."""
+    checked = check_record(record)
+    if checked.type != "linear":
+        raise DataError(f"head record has type {checked.type!r}, expected 'linear'")
+    kind, labels, params = checked.kind, checked.labels, checked.params
     head = LinearHead(
         kind=kind,
         **{
@@ -472,33 +471,35 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
         },
     )
     try:
+        head._check_params()
+    except ConfigError as exc:
+        raise DataError(f"linear head record has a bad parameter: {exc}") from None
+    C_ = params.get("C_", 1.0 if head.C == "auto" else head.C)
+    if isinstance(C_, bool) or not isinstance(C_, int | float) or not 0 < C_ < np.inf:
+        raise DataError(f"linear head record has a bad parameter: C_ must be > 0, got {C_!r}")
+    try:
         coef = np.asarray(tensors["coef"], dtype=np.float32)
         intercept = np.asarray(tensors["intercept"], dtype=np.float32)
     except KeyError as exc:
         raise DataError(f"head weights lack the tensor {exc.args[0]!r}") from exc
-    n_out = 1 if kind == "binary" else len(labels)
+    n_out = checked.n_outputs
     if coef.ndim != 2 or coef.shape[0] != n_out or intercept.shape != (n_out,):
         raise DataError(
             f"head weights have shape {coef.shape} / {intercept.shape}, expected "
             f"({n_out}, d) / ({n_out},) for a {kind} head with {len(labels)} labels"
         )
     head.classes_ = np.asarray(labels)
-    head.C_ = float(params.get("C_", 1.0 if head.C == "auto" else head.C))
+    head.C_ = float(C_)
     if kind == "multilabel":
         head._mlb = MultiLabelBinarizer(classes=labels).fit([])
     head.coef_ = coef
     head.intercept_ = intercept
     head.n_features_in_ = int(coef.shape[1])
     head.n_iter_ = 0
-    temperature = float(record.get("temperature", 1.0))
-    if not temperature > 0:
-        raise DataError(f"head temperature must be positive, got {temperature!r}")
-    head.temperature_ = temperature
-    thresholds = record.get("thresholds")
+    head.temperature_ = checked.temperature
     n_thr = len(labels) if kind == "multilabel" else 1
-    if thresholds is None:
-        thresholds = [0.5] * n_thr
-    if len(thresholds) != n_thr:
-        raise DataError(f"head has {len(thresholds)} thresholds, expected {n_thr}")
-    head.thresholds_ = np.asarray(thresholds, dtype=np.float32)
+    thresholds = checked.thresholds
+    head.thresholds_ = (
+        np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
+    )
     return head

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
 from .linear import _as_label_sets, check_kind
+from .record import check_record
 
 __all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
 
@@ -543,13 +544,12 @@ def mlp_head_to_record(head: MLPHead) -> tuple[dict[str, Any], dict[str, np.ndar
 
 
 def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> MLPHead:
-    """Rebuild a fitted MLP head from :func:`mlp_head_to_record` output; checks every shape."""
-    if record.get("type") != "mlp":
-        raise DataError(f"head record has type {record.get('type')!r}, expected 'mlp'")
-    kind = check_kind(record.get("kind"))
-    labels = record.get("labels")
-    if not isinstance(labels, list) or len(labels) < (1 if kind == "multilabel" else 2):
-        raise DataError(f"head record has no valid 'labels' list: {labels!r}")
+    """Rebuild a fitted MLP head from :func:`mlp_head_to_record` output; checks every
+    field (:func:`~manyheads.heads.record.check_record`) and shape."""
+    checked = check_record(record)
+    if checked.type != "mlp":
+        raise DataError(f"head record has type {checked.type!r}, expected 'mlp'")
+    kind, labels = checked.kind, checked.labels
     params = dict(record.get("params") or {})
     head = MLPHead(kind=kind, **{k: v for k, v in params.items() if k in _PARAM_NAMES})
     try:
@@ -586,17 +586,16 @@ def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray])
         head._mlb = MultiLabelBinarizer(classes=labels).fit([])
     head.W1_, head.b1_, head.W2_, head.b2_ = W1, b1, W2, b2
     head.n_features_in_ = int(W1.shape[0])
+    for key in ("n_epochs", "best_epoch"):
+        value = record.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DataError(f"MLP head record: {key!r} must be an integer >= 0, got {value!r}")
     head.n_epochs_ = int(record.get("n_epochs", 0))
     head.best_epoch_ = int(record.get("best_epoch", 0))
-    temperature = float(record.get("temperature", 1.0))
-    if not temperature > 0:
-        raise DataError(f"head temperature must be positive, got {temperature!r}")
-    head.temperature_ = temperature
-    thresholds = record.get("thresholds")
+    head.temperature_ = checked.temperature
     n_thr = len(labels) if kind == "multilabel" else 1
-    if thresholds is None:
-        thresholds = [0.5] * n_thr
-    if len(thresholds) != n_thr:
-        raise DataError(f"head has {len(thresholds)} thresholds, expected {n_thr}")
-    head.thresholds_ = np.asarray(thresholds, dtype=np.float32)
+    thresholds = checked.thresholds
+    head.thresholds_ = (
+        np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
+    )
     return head

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ManyheadsError
+from ..errors import ConfigError, ManyheadsError
 from .base import Trunk, l2_normalise
 from .composite import CompositeTrunk, encode_features
 from .transformer import TransformerTrunk, minilm_path
@@ -24,6 +24,7 @@ __all__ = [
     "HashingTrunk",
     "TransformerTrunk",
     "Trunk",
+    "check_spec",
     "encode_features",
     "l2_normalise",
     "load_trunk",
@@ -48,12 +49,104 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
+def _settings(cls: Any, skip: tuple[str, ...] = ()) -> set[str]:
+    import inspect
+
+    names = inspect.signature(cls.__init__).parameters
+    return {n for n in names if n != "self" and n not in skip}
+
+
+def _known_settings(kind: Any) -> set[str] | None:
+    """The settings a spec of trunk type ``kind`` may hold (None: an unknown type)."""
+    if kind == "composite":
+        return {"parts", "weights"}
+    if kind == "hashing":
+        from .hashing import HashingTrunk
+
+        return _settings(HashingTrunk)
+    if kind == "byte":
+        return {"config", "tier", "graph", "graph_sha256"}
+    if kind == "minilm":
+        return _settings(TransformerTrunk, ("path", "registered"))
+    if kind == "transformer":
+        return _settings(TransformerTrunk, ("registered",))
+    if kind == "onnx":
+        from .onnxrt import OnnxTrunk
+
+        return _settings(OnnxTrunk, ("folder",))
+    return None
+
+
+def _defaults(kind: Any) -> dict[str, Any]:
+    """The default of each setting of trunk type ``kind`` that has a plain one."""
+    import inspect
+
+    cls: Any = None
+    if kind == "hashing":
+        from .hashing import HashingTrunk
+
+        cls = HashingTrunk
+    elif kind in ("minilm", "transformer"):
+        cls = TransformerTrunk
+    if cls is None:
+        return {}
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in params if isinstance(p.default, bool | int | float | str)}
+
+
+def check_spec(spec: Any) -> dict[str, Any]:
+    """Refuse (one line, :class:`ConfigError`) a trunk spec with unknown settings, or a
+    setting whose value is not of its default's type; nothing is built or loaded.
+    Returns the settings (the spec less ``type`` and ``version``)."""
+    if not isinstance(spec, dict):
+        raise ConfigError(f"a trunk spec must be an object, got {spec!r}")
     kind = spec.get("type")
     options = {k: v for k, v in spec.items() if k not in ("type", "version")}
+    known = _known_settings(kind)
+    if known is not None and not set(options) <= known:
+        unknown = ", ".join(repr(k) for k in sorted(set(options) - known))
+        raise ConfigError(
+            f"the {kind} trunk spec has unknown setting(s) {unknown}; known: "
+            + ", ".join(sorted(known))
+        )
+    for key, default in _defaults(kind).items():
+        value = options.get(key, default)
+        expected: tuple[type, ...] = (float, int) if type(default) is float else (type(default),)
+        bool_mixup = isinstance(value, bool) != isinstance(default, bool)
+        if value is not None and (not isinstance(value, expected) or bool_mixup):
+            what = {bool: "true or false", int: "an integer", float: "a number"}
+            raise ConfigError(
+                f"the {kind} trunk spec has {key}={value!r}; expected "
+                + what.get(type(default), "a string")
+            )
     if kind == "composite":
-        parts = [_from_spec(p, base) for p in options.get("parts", [])]
-        return CompositeTrunk(parts, options.get("weights"))
+        parts = options.get("parts")
+        if not isinstance(parts, list):
+            raise ConfigError(f"a composite trunk spec needs a list of 'parts', got {parts!r}")
+        for part in parts:
+            check_spec(part)
+    return options
+
+
+def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
+    """The trunk a spec describes; a spec with unknown settings or values of the wrong
+    type is refused with one line naming them."""
+    options = check_spec(spec)
+    kind = spec.get("type")
+    try:
+        return _build(kind, options, base)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        if isinstance(exc, ManyheadsError):
+            raise
+        raise ConfigError(f"bad {kind} trunk spec {options}: {exc}") from None
+
+
+def _build(kind: Any, options: dict[str, Any], base: Path | None) -> Trunk:
+    if kind == "composite":
+        parts = options.get("parts")
+        if not isinstance(parts, list):
+            raise ConfigError(f"a composite trunk spec needs a list of 'parts', got {parts!r}")
+        return CompositeTrunk([_from_spec(p, base) for p in parts], options.get("weights"))
     if kind == "hashing":
         from .hashing import HashingTrunk
 

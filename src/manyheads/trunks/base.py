@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .._text import unicode_problem
 from ..errors import DataError
 
 
@@ -64,11 +65,15 @@ def config_fingerprint(kind: str, config: dict[str, Any], *extra: bytes) -> str:
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
-    """Validate a batch of texts: a sequence of ``str`` (a bare string is refused)."""
+    """Validate a batch of texts: a sequence of ``str`` (a bare string is refused), each
+    valid Unicode (no lone surrogates)."""
     if isinstance(texts, str | bytes):
         raise DataError("texts must be a list of strings, not a single string")
     out = list(texts)
     for i, t in enumerate(out):
         if not isinstance(t, str):
             raise DataError(f"text #{i} is {type(t).__name__}, expected str")
+        problem = unicode_problem(t)
+        if problem is not None:
+            raise DataError(f"text #{i} {problem}")
     return out

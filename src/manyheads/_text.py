@@ -1,0 +1,32 @@
+"""What every text and label must be: a string UTF-8 can hold.
+
+Python strings can carry lone surrogates (``"\\ud800"``: valid JSON, from
+``json.loads`` or from command-line bytes that are not UTF-8), which no
+tokenizer, hash or JSON writer downstream accepts. They are refused where a
+text enters, with its position, so one bad text never reaches a trunk pass.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_at(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text``, or None when UTF-8 holds it."""
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    return None if found is None else found.start()
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` cannot be read (``None`` when it can): a lone surrogate, where."""
+    at = surrogate_at(text)
+    if at is None:
+        return None
+    return (
+        f"holds a lone surrogate (U+{ord(text[at]):04X}) at character {at}, which is not "
+        "valid Unicode text"
+    )

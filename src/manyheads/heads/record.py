@@ -1,0 +1,183 @@
+"""A head's stored record (the JSON half of a head; the tensors are the other half):
+the one validator every way in goes through, and the caps on what a head may hold.
+
+A record comes from a bundle's ``bundle.json`` (``Bundle.load``), from a client
+(``PUT /v1/heads/NAME``) or from a head just trained; each is checked here, so a
+head that loads also answers, and every answer is valid JSON: labels are
+strings, integers, finite floats or booleans, unique; the temperature is a
+finite number in ``[TEMPERATURE_MIN, TEMPERATURE_MAX]``; thresholds are
+numbers in ``[0, 1]``, one per output.
+
+:class:`HeadLimits` caps what a head may hold where heads are made or
+installed (``fit_head``, ``import_head``, the service); ``Bundle.load`` reads a
+bundle whatever its size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._text import unicode_problem
+from ..errors import ConfigError, DataError
+
+__all__ = [
+    "HEAD_TYPES_STORED",
+    "TEMPERATURE_MAX",
+    "TEMPERATURE_MIN",
+    "CheckedRecord",
+    "HeadLimits",
+    "check_label_values",
+    "check_record",
+]
+
+KINDS = ("multiclass", "binary", "multilabel")
+HEAD_TYPES_STORED = ("linear", "mlp")
+# fitted temperatures lie in [e^-4, e^4]; anything far outside is a broken record
+TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-3, 1e3
+
+
+@dataclass(frozen=True)
+class HeadLimits:
+    """Caps on the heads a bundle takes in (``fit_head``, ``import_head``, the service).
+
+    ``max_labels``: labels (classes) of one head; ``max_label_chars``: characters
+    of one label; ``max_heads``: heads in one bundle. Each refusal names its limit.
+    """
+
+    max_labels: int = 1000
+    max_label_chars: int = 200
+    max_heads: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("max_labels", "max_label_chars", "max_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+    def check_labels(self, labels: Sequence[Any], where: str) -> None:
+        """Refuse more than ``max_labels`` labels or one longer than ``max_label_chars``."""
+        if len(labels) > self.max_labels:
+            raise DataError(
+                f"{where}: {len(labels)} labels; a head takes at most {self.max_labels} "
+                "(the max_labels limit)"
+            )
+        for label in labels:
+            if isinstance(label, str) and len(label) > self.max_label_chars:
+                raise DataError(
+                    f"{where}: a label of {len(label)} characters ({label[:40]!r}...); labels "
+                    f"take at most {self.max_label_chars} (the max_label_chars limit)"
+                )
+
+    def check_head_count(self, n_heads: int, where: str) -> None:
+        if n_heads > self.max_heads:
+            raise DataError(
+                f"{where}: the bundle would hold {n_heads} heads; at most {self.max_heads} "
+                "(the max_heads limit)"
+            )
+
+
+def _label_ok(value: Any) -> str | None:
+    """Why ``value`` cannot be a label (None when it can)."""
+    if isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "a non-finite number"
+    if isinstance(value, str):
+        if not value:
+            return "an empty string"
+        return unicode_problem(value)
+    return f"a {type(value).__name__}; a label is a string, number or boolean"
+
+
+def check_label_values(labels: Any, where: str = "head") -> list[Any]:
+    """A head's labels: a list of distinct strings / numbers / booleans."""
+    if not isinstance(labels, list):
+        raise DataError(f"{where}: 'labels' must be a list, got {type(labels).__name__}")
+    for i, label in enumerate(labels):
+        problem = _label_ok(label)
+        if problem is not None:
+            raise DataError(f"{where}: label #{i} ({str(label)[:40]!r}) is {problem}")
+    keys = [(type(v).__name__, v) for v in labels]
+    if len(set(keys)) != len(keys) or len(set(labels)) != len(labels):
+        raise DataError(f"{where}: 'labels' holds the same label twice")
+    return labels
+
+
+@dataclass(frozen=True)
+class CheckedRecord:
+    """The JSON fields of a record, checked: what every reader of a record needs."""
+
+    type: str
+    kind: str
+    labels: list[Any]
+    temperature: float
+    thresholds: np.ndarray | None  # binary: 1 value; multilabel: one per label
+    params: dict[str, Any]
+
+    @property
+    def n_outputs(self) -> int:
+        return 1 if self.kind == "binary" else len(self.labels)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def check_record(record: Mapping[str, Any]) -> CheckedRecord:
+    """Check the JSON fields of a head record (type, kind, labels, temperature,
+    thresholds, params); the one place that judges them. Raises :class:`DataError`."""
+    if not isinstance(record, Mapping):
+        raise DataError(f"a head record must be an object, got {type(record).__name__}")
+    htype = record.get("type", "linear")
+    if htype not in HEAD_TYPES_STORED:
+        raise DataError(f"unknown head type {htype!r}; this version knows 'linear' and 'mlp'")
+    kind = record.get("kind")
+    if kind not in KINDS:
+        raise DataError(f"head kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    labels = check_label_values(record.get("labels"))
+    if len(labels) < (1 if kind == "multilabel" else 2):
+        raise DataError(
+            f"a {kind} head needs at least {1 if kind == 'multilabel' else 2} labels, "
+            f"got {len(labels)}"
+        )
+    if kind == "binary" and len(labels) != 2:
+        raise DataError(f"a binary head has exactly 2 labels, got {len(labels)}")
+    raw_t = record.get("temperature", 1.0)
+    temperature = _number(raw_t)
+    if temperature is None or not TEMPERATURE_MIN <= temperature <= TEMPERATURE_MAX:
+        raise DataError(
+            f"head temperature must be a number in [{TEMPERATURE_MIN:g}, {TEMPERATURE_MAX:g}], "
+            f"got {raw_t!r}"
+        )
+    thresholds = None
+    if kind != "multiclass":
+        raw = record.get("thresholds")
+        n_thr = len(labels) if kind == "multilabel" else 1
+        if raw is None:
+            raw = [0.5] * n_thr
+        if not isinstance(raw, list) or len(raw) != n_thr:
+            raise DataError(f"head has {str(raw)[:60]} as thresholds, expected a list of {n_thr}")
+        values = [_number(v) for v in raw]
+        if any(v is None or not 0.0 <= v <= 1.0 for v in values):
+            bad = next(r for r, v in zip(raw, values, strict=True) if v is None or not 0 <= v <= 1)
+            raise DataError(f"head thresholds must be numbers in [0, 1], got {bad!r}")
+        thresholds = np.asarray(values, dtype=np.float32)
+    params = record.get("params") or {}
+    if not isinstance(params, dict):
+        raise DataError(f"head 'params' must be an object, got {type(params).__name__}")
+    return CheckedRecord(
+        type=htype,
+        kind=kind,
+        labels=list(labels),
+        temperature=temperature,
+        thresholds=thresholds,
+        params=dict(params),
+    )

@@ -1,0 +1,317 @@
+"""A bundle folder on disk: its lock, its document, the paths it may name, its garbage.
+
+Plain data in and out (no :class:`~manyheads.Bundle` here):
+
+- :func:`folder_lock`: the writers' lock of one bundle folder; exclusive between
+  processes (``flock`` on ``FOLDER/.lock``) and between threads, re-entrant in
+  the thread holding it.
+- :func:`read_folder`: the bundle document a folder holds *now* and its weights
+  file: ``bundle.json``, unless ``heads.safetensors`` carries a newer generation
+  (a save stopped between its two renames, or before the first ``bundle.json``
+  of a new bundle), whose copy of ``bundle.json`` is then the document. Every
+  path the document names is checked to stay inside the bundle (:func:`check_paths`).
+- :func:`collect_garbage`: after a save, the kept data, fine-tuned trunks and
+  graphs no saved document names, and temp files of writers that died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._io import remove_stale_temps
+from .errors import BundleError
+
+__all__ = [
+    "BUNDLE_JSON",
+    "DATA_DIR",
+    "HEADS_FILE",
+    "TIERS_DIR",
+    "OnDisk",
+    "check_paths",
+    "collect_garbage",
+    "folder_lock",
+    "has_bundle",
+    "read_folder",
+]
+
+BUNDLE_JSON = "bundle.json"
+DATA_DIR = "data"
+HEADS_FILE = "heads.safetensors"
+TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a bundle
+LOCK_FILE = ".lock"
+DATA_RE = re.compile(r"^data/[0-9a-f]{24}\.jsonl\.gz$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+# -- the writers' lock ---------------------------------------------------------------
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.rlock = threading.RLock()
+        self.depth = 0
+        self.fh: Any = None
+        self.pid = os.getpid()
+
+
+_LOCKS: dict[str, _Held] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the writers' lock of ``folder`` (created if missing) for the block."""
+    folder = Path(folder)
+    key = os.path.realpath(folder)
+    with _LOCKS_GUARD:
+        held = _LOCKS.get(key)
+        if held is None or held.pid != os.getpid():  # a forked child starts afresh
+            held = _LOCKS[key] = _Held()
+    with held.rlock:
+        if held.depth == 0:
+            fh = open(folder / LOCK_FILE, "a")  # noqa: SIM115 (closed when released)
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            except BaseException:
+                fh.close()
+                raise
+            held.fh = fh
+        held.depth += 1
+        try:
+            yield
+        finally:
+            held.depth -= 1
+            if held.depth == 0:
+                fh, held.fh = held.fh, None
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                fh.close()
+
+
+# -- reading --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    """What a bundle folder holds now: its document and the bytes of its weights file."""
+
+    doc: dict[str, Any]
+    blob: bytes | None
+
+    @property
+    def generation(self) -> str | None:
+        gen = self.doc.get("generation")
+        return gen if isinstance(gen, str) else None
+
+
+def _safetensors_metadata(blob: bytes, where: Path) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors blob (its JSON header)."""
+    try:
+        if len(blob) < 8:
+            raise ValueError("file too short")
+        n = int.from_bytes(blob[:8], "little")
+        header = json.loads(blob[8 : 8 + n])
+        meta = header.get("__metadata__") or {}
+        if not isinstance(meta, dict):
+            raise ValueError("its metadata is not an object")
+    except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+        raise BundleError(f"cannot read {where}: not a safetensors file ({exc})") from None
+    return {str(k): str(v) for k, v in meta.items()}
+
+
+def _parse_doc(text: str, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"cannot read {where}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != "manyheads-bundle":
+        raise BundleError(f"{where} is not a manyheads bundle file")
+    return doc
+
+
+def has_bundle(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` holds a bundle (``bundle.json``, or a weights file carrying
+    one: a new bundle whose save stopped before its ``bundle.json``)."""
+    folder = Path(folder)
+    if (folder / BUNDLE_JSON).is_file():
+        return True
+    if not (folder / HEADS_FILE).is_file():
+        return False
+    try:
+        with open(folder / HEADS_FILE, "rb") as fh:
+            head = fh.read(8)
+            n = int.from_bytes(head, "little") if len(head) == 8 else 0
+            header = fh.read(min(n, 100_000_000))
+        meta = json.loads(header).get("__metadata__") or {}
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(meta, dict) and "bundle_json" in meta
+
+
+def read_folder(folder: str | os.PathLike[str]) -> OnDisk | None:
+    """The bundle ``folder`` holds now (see the module docstring), or None if none.
+
+    Refuses (:class:`BundleError`, one line) an unreadable file, a document that
+    is not a bundle's, and paths that leave the bundle (:func:`check_paths`).
+    """
+    folder = Path(folder)
+    meta_file, heads_file = folder / BUNDLE_JSON, folder / HEADS_FILE
+    try:
+        blob: bytes | None = heads_file.read_bytes()
+    except FileNotFoundError:
+        blob = None
+    except OSError as exc:
+        raise BundleError(f"cannot read {heads_file}: {exc.strerror or exc}") from None
+    try:
+        text: str | None = meta_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleError(f"cannot read {meta_file}: {exc}") from None
+    doc = None if text is None else _parse_doc(text, str(meta_file))
+    if blob is not None:
+        meta = _safetensors_metadata(blob, heads_file)
+        copy = meta.get("bundle_json")
+        generation = meta.get("generation")
+        if copy is not None and (doc is None or generation != doc.get("generation")):
+            # the weights file is newer and carries the bundle.json it belongs to
+            doc = _parse_doc(copy, f"the copy of {BUNDLE_JSON} inside {heads_file}")
+    if doc is None:
+        if blob is None:
+            return None
+        raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
+    check_paths(doc, folder)
+    return OnDisk(doc=doc, blob=blob)
+
+
+# -- paths ---------------------------------------------------------------------------
+
+
+def bundle_root(folder: Path) -> Path:
+    """The bundle whose files ``folder`` may use: a tier's sub-bundle
+    (``BUNDLE/tiers/<dim>/``) uses its parent's; any other bundle its own folder."""
+    parent = folder.parent
+    if parent.name == TIERS_DIR and folder.name.isdigit() and has_bundle(parent.parent):
+        return parent.parent
+    return folder
+
+
+def inside(folder: Path, rel: Any, what: str, *, root: Path | None = None) -> Path:
+    """``folder / rel`` when ``rel`` is a relative path that stays inside ``root``
+    (default ``folder``) once resolved; else :class:`BundleError` naming ``what``."""
+    root = folder if root is None else root
+    if not isinstance(rel, str) or not rel or os.path.isabs(rel) or "\\" in rel:
+        raise BundleError(
+            f"{folder / BUNDLE_JSON}: {what} must be a relative path inside the bundle, got {rel!r}"
+        )
+    path = folder / rel
+    resolved, top = path.resolve(), root.resolve()
+    if resolved != top and top not in resolved.parents:
+        hint = (
+            "; a tier's bundle uses its parent's files and stays inside its parent bundle's "
+            f"{TIERS_DIR}/ folder (copy the parent whole)"
+            if rel.startswith("../../") and root == folder
+            else ""
+        )
+        raise BundleError(
+            f"{folder / BUNDLE_JSON}: {what} {rel!r} leads outside the bundle folder {root}{hint}"
+        )
+    return path
+
+
+def _check_sha(folder: Path, value: Any, what: str) -> None:
+    if not isinstance(value, str) or not _SHA256_RE.match(value):
+        raise BundleError(
+            f"{folder / BUNDLE_JSON}: {what} needs its SHA-256 (64 hex digits), got {value!r}"
+        )
+
+
+def _check_trunk_paths(spec: Any, folder: Path, root: Path) -> None:
+    if not isinstance(spec, dict):
+        raise BundleError(f"{folder / BUNDLE_JSON}: a trunk spec must be an object, got {spec!r}")
+    kind = spec.get("type")
+    if kind == "composite":
+        parts = spec.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise BundleError(f"{folder / BUNDLE_JSON}: a composite trunk needs a list of parts")
+        for part in parts:
+            _check_trunk_paths(part, folder, root)
+    elif kind == "onnx":
+        inside(folder, spec.get("file"), "the ONNX graph 'file'", root=root)
+        inside(folder, spec.get("tokenizer", "tokenizer.json"), "the 'tokenizer' file", root=root)
+        _check_sha(folder, spec.get("sha256"), "the ONNX graph 'file'")
+    elif kind == "byte":
+        if spec.get("graph") is not None:
+            inside(folder, spec["graph"], "the byte trunk's 'graph'", root=root)
+            _check_sha(folder, spec.get("graph_sha256"), "the byte trunk's 'graph'")
+    elif kind == "transformer":
+        path = spec.get("path")
+        # an absolute path is a model folder of the user's, checked by its fingerprint;
+        # a relative one is a fine-tuned trunk kept inside the bundle
+        if not (isinstance(path, str) and os.path.isabs(path)):
+            inside(folder, path, "the transformer trunk's 'path'", root=root)
+
+
+def check_paths(doc: dict[str, Any], folder: Path) -> None:
+    """Refuse a document naming a file outside its bundle (a tier's sub-bundle: outside
+    its parent bundle), or a graph file without its SHA-256. Kept data must be named
+    ``data/HASH.jsonl.gz``."""
+    root = bundle_root(folder)
+    trunk = doc.get("trunk")
+    if isinstance(trunk, dict) and "spec" in trunk:
+        _check_trunk_paths(trunk["spec"], folder, root)
+    shared = doc.get("trunk_weights")
+    if shared is not None:
+        path = inside(folder, shared, "'trunk_weights'", root=root)
+        if path.name != HEADS_FILE:
+            raise BundleError(
+                f"{folder / BUNDLE_JSON}: 'trunk_weights' must name a {HEADS_FILE} file, "
+                f"got {shared!r}"
+            )
+    heads = doc.get("heads")
+    if isinstance(heads, dict):
+        for name, record in heads.items():
+            rel = record.get("data") if isinstance(record, dict) else None
+            if rel is not None and (not isinstance(rel, str) or not DATA_RE.match(rel)):
+                raise BundleError(
+                    f"{folder / BUNDLE_JSON}: head {name!r} names its kept data {rel!r}; "
+                    "expected data/HASH.jsonl.gz inside the bundle"
+                )
+
+
+# -- garbage --------------------------------------------------------------------------
+
+
+def collect_garbage(folder: Path, bundle_json: str) -> None:
+    """Remove what no saved document of ``folder`` names any more: kept data files,
+    fine-tuned trunk folders (``trunk-ID``), graph files (``model-SHA.onnx``); and
+    the temp files and staged folders of writers that died. Call it holding the
+    lock, after the new ``bundle.json`` is in place."""
+    doc = json.loads(bundle_json)
+    wanted = {
+        str(r["data"])
+        for r in (doc.get("heads") or {}).values()
+        if isinstance(r, dict) and r.get("data")
+    }
+    data_dir = folder / DATA_DIR
+    if data_dir.is_dir():
+        for old in data_dir.glob("*.jsonl.gz"):
+            if f"{DATA_DIR}/{old.name}" not in wanted:
+                old.unlink(missing_ok=True)
+        remove_stale_temps(data_dir)
+    for old in folder.glob("trunk-*"):
+        if old.is_dir() and f'"{old.name}"' not in bundle_json:
+            shutil.rmtree(old, ignore_errors=True)
+    for old in folder.glob("model-*.onnx"):
+        if old.is_file() and f'"{old.name}"' not in bundle_json:
+            old.unlink(missing_ok=True)
+    remove_stale_temps(folder)
