@@ -56,6 +56,20 @@ CacheDirOpt = Annotated[
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the embedding cache.")]
+MaxCharsOpt = Annotated[
+    int, typer.Option("--max-chars", help="Most characters in one text (see --long-texts).")
+]
+LongTextsOpt = Annotated[
+    str,
+    typer.Option(
+        "--long-texts",
+        help="Texts over --max-chars: 'refuse' (an error naming the text) or 'window' (read "
+        "in pieces of --max-chars, probabilities averaged).",
+    ),
+]
+MaxLabelsOpt = Annotated[
+    int, typer.Option("--max-labels", help="Most labels (classes) of one head.")
+]
 LabelSepOpt = Annotated[
     str, typer.Option("--label-sep", help="Separator of multilabel fields given as strings.")
 ]
@@ -222,6 +236,7 @@ def train(
         ),
     ] = "accuracy",
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    max_labels: MaxLabelsOpt = 1000,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
@@ -245,6 +260,7 @@ def train(
         byte_config=byte_config,
         cache_dir=cache_dir,
         no_cache=no_cache,
+        max_labels=max_labels,
         progress=True,
         on_trunk=lambda summary: typer.echo(_trunk_line(summary)),
     )
@@ -372,8 +388,10 @@ def predict(
     text_field: TextFieldOpt = "text",
     heads: HeadsOpt = None,
     tier: TierOpt = None,
+    max_chars: MaxCharsOpt = 100_000,
+    long_texts: LongTextsOpt = "refuse",
 ) -> None:
-    """Print one JSON line per text: every head's answer."""
+    """Print one JSON line per text: every head's answer (a file is read as it goes)."""
     for answer in workflows.predict_texts(
         bundle or workflows.DEFAULT_BUNDLE,
         texts or [],
@@ -381,6 +399,8 @@ def predict(
         text_field=text_field,
         heads=_split(heads),
         tier=tier,
+        max_chars=max_chars,
+        long_texts=long_texts,
     ):
         typer.echo(json.dumps(answer, ensure_ascii=False))
 
@@ -429,20 +449,37 @@ def serve(
     max_texts: Annotated[
         int, typer.Option("--max-texts", help="Most texts in one predict request.")
     ] = 1000,
-    max_chars: Annotated[
-        int, typer.Option("--max-chars", help="Most characters in one text.")
-    ] = 100_000,
-    long_texts: Annotated[
-        str,
-        typer.Option(
-            "--long-texts",
-            help="Texts over --max-chars: 'refuse' (413) or 'window' (read in pieces of "
-            "--max-chars, probabilities averaged).",
-        ),
-    ] = "refuse",
+    max_chars: MaxCharsOpt = 100_000,
+    long_texts: LongTextsOpt = "refuse",
     max_body_mb: Annotated[
         float, typer.Option("--max-body-mb", help="Largest request body, in MB.")
     ] = 16.0,
+    max_pass_chars: Annotated[
+        int,
+        typer.Option(
+            "--max-pass-chars",
+            help="Most characters in one trunk pass: a bigger request is answered over "
+            "several passes, taking turns with the others.",
+        ),
+    ] = 100_000,
+    max_labels: MaxLabelsOpt = 1000,
+    max_label_chars: Annotated[
+        int, typer.Option("--max-label-chars", help="Most characters in one label.")
+    ] = 200,
+    max_heads: Annotated[int, typer.Option("--max-heads", help="Most heads in the bundle.")] = 256,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout", help="Seconds to wait for the next piece of a request body (408)."
+        ),
+    ] = 30.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            help="Most connections and requests at once; beyond it the server answers 503.",
+        ),
+    ] = 1000,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tier: TierOpt = None,
@@ -452,11 +489,12 @@ def serve(
     from .bundle import bundle_folder
     from .errors import require
     from .serve import ServeConfig, create_app, load_api_keys
+    from .store import has_bundle
 
     uvicorn = require("uvicorn", "serve")
     name = bundle or Path(workflows.DEFAULT_BUNDLE)
     folder = bundle_folder(name, tier)
-    if not (folder / "bundle.json").is_file():
+    if not has_bundle(folder):
         raise ManyheadsError(f"no bundle at {folder} (missing bundle.json)")
     if not max_body_mb > 0:
         raise ManyheadsError(f"--max-body-mb must be > 0, got {max_body_mb}")
@@ -467,16 +505,30 @@ def serve(
         max_chars=max_chars,
         long_texts=long_texts,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
+        max_pass_chars=max_pass_chars,
+        max_labels=max_labels,
+        max_label_chars=max_label_chars,
+        max_heads=max_heads,
+        body_timeout_s=body_timeout,
         api_keys=tuple(load_api_keys(api_key_file)) if api_key_file is not None else (),
         watch=watch,
         tier=tier,
     )
     cache = workflows._cache_arg(cache_dir, no_cache)
     app_ = create_app(name, config, cache=cache)
+    if max_connections < 1:
+        raise ManyheadsError(f"--max-connections must be a positive integer, got {max_connections}")
     typer.echo(f"manyheads: serving {folder} on http://{host}:{port}", err=True)
     # idle keep-alive connections stay open 75 s (uvicorn's default is 5 s): a client
     # reusing a pooled connection just as the server closes it sees a reset
-    uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_keep_alive=75)
+    uvicorn.run(
+        app_,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=75,
+        limit_concurrency=max_connections,
+    )
 
 
 @heads_app.command("list")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .app import MicroBatcher, ServeConfig, create_app
+from .app import ServeConfig, create_app
 from .auth import load_api_keys
+from .batcher import MicroBatcher
 from .payload import head_from_json, head_to_json
 
 __all__ = [

@@ -1,9 +1,12 @@
 """The FastAPI app: every head of a bundle from one trunk pass, over HTTP.
 
-Concurrent ``/v1/predict`` requests are queued and merged into one trunk pass
-(at most ``max_batch`` texts, waiting at most ``max_wait_ms`` for more); the
-pass runs in a worker thread, off the event loop, and each caller gets its own
-rows back, in order.
+Concurrent ``/v1/predict`` requests are queued and merged into trunk passes
+(:class:`~manyheads.serve.batcher.MicroBatcher`: at most ``max_batch`` texts
+and ``max_pass_chars`` characters a pass, waiting at most ``max_wait_ms`` for
+more; a big request is answered over several passes, taking turns with the
+others; a failed pass is retried one request at a time); the pass runs in a
+worker thread, off the event loop, and each caller gets its own rows back, in
+order. Texts that are not valid Unicode are refused before they are queued.
 
 Head changes (``PUT`` / ``DELETE /v1/heads/{name}``, ``POST
 /v1/heads/{name}/train``, a reload with ``watch``) are made on a copy of the
@@ -19,11 +22,12 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from .._text import unicode_problem
 from ..errors import (
     BundleError,
     ConfigError,
@@ -33,6 +37,8 @@ from ..errors import (
     require,
 )
 from ..heads.fused import KINDS
+from ..heads.record import HeadLimits
+from .batcher import MicroBatcher, check_batching
 
 log = logging.getLogger("manyheads.serve")
 
@@ -60,127 +66,6 @@ def _http_error(exc: ManyheadsError) -> HTTPError:
     return HTTPError(422, "bad_data", message)
 
 
-@dataclass
-class _Job:
-    texts: list[str]
-    future: asyncio.Future[list[dict[str, Any]]] = field(repr=False)
-
-
-class MicroBatcher:
-    """Merge concurrent ``predict`` calls into trunk passes of up to ``max_batch`` texts.
-
-    A pass starts as soon as the previous one is done. It waits (at most
-    ``max_wait_ms``) for more requests only while fewer are queued than were
-    in flight at the recent peak (the last second): under steady load the
-    callers just answered are about to come back, and one pass for all of them
-    is cheaper than two half-size ones; a lone request never waits.
-
-    ``observe(n_requests, answers, seconds)``, if given, is called in the worker
-    thread after each pass.
-    """
-
-    def __init__(
-        self,
-        predict: Callable[[list[str]], list[dict[str, Any]]],
-        *,
-        max_batch: int = 64,
-        max_wait_ms: float = 10.0,
-        observe: Callable[[int, list[dict[str, Any]], float], None] | None = None,
-    ) -> None:
-        check_batching(max_batch, max_wait_ms)
-        self._predict = predict
-        self._observe = observe
-        self.max_batch = max_batch
-        self.max_wait = max_wait_ms / 1000.0
-        self._queue: asyncio.Queue[_Job] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self.batches = 0
-        self._pending = 0  # requests submitted, not yet answered
-        self._peak = 0  # most pending at once in the current window
-        self._peak_start = 0.0
-        self._last_peak = 0  # the previous window's peak
-
-    @property
-    def depth(self) -> int:
-        """Requests waiting for a pass."""
-        return self._queue.qsize()
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def submit(self, texts: list[str]) -> list[dict[str, Any]]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
-        self._pending += 1
-        now = loop.time()
-        if now - self._peak_start > 1.0:
-            self._last_peak, self._peak, self._peak_start = self._peak, 0, now
-        self._peak = max(self._peak, self._pending)
-        try:
-            await self._queue.put(_Job(texts, future))
-            return await future
-        finally:
-            self._pending -= 1
-
-    @property
-    def expected(self) -> int:
-        """Requests worth waiting for: the recent peak of requests in flight."""
-        return max(self._peak, self._last_peak)
-
-    def _pass(self, texts: list[str], n_jobs: int) -> list[dict[str, Any]]:
-        t0 = time.perf_counter()
-        answers = self._predict(texts)
-        if self._observe is not None:
-            self._observe(n_jobs, answers, time.perf_counter() - t0)
-        return answers
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            jobs = [await self._queue.get()]
-            size = len(jobs[0].texts)
-            deadline = loop.time() + self.max_wait
-            while size < self.max_batch:
-                timeout = deadline - loop.time() if len(jobs) < self.expected else 0
-                try:
-                    job = (
-                        self._queue.get_nowait()
-                        if timeout <= 0
-                        else await asyncio.wait_for(self._queue.get(), timeout)
-                    )
-                except (asyncio.QueueEmpty, asyncio.TimeoutError):
-                    break
-                jobs.append(job)
-                size += len(job.texts)
-            texts = [t for j in jobs for t in j.texts]
-            try:
-                answers = await asyncio.to_thread(self._pass, texts, len(jobs))
-            except Exception as exc:  # handed to every caller of this pass
-                for j in jobs:
-                    if not j.future.done():
-                        j.future.set_exception(exc)
-                continue
-            self.batches += 1
-            start = 0
-            for j in jobs:
-                if not j.future.done():
-                    j.future.set_result(answers[start : start + len(j.texts)])
-                start += len(j.texts)
-
-
-def check_batching(max_batch: int, max_wait_ms: float) -> None:
-    if not isinstance(max_batch, int) or max_batch < 1:
-        raise ConfigError(f"max_batch must be a positive integer, got {max_batch!r}")
-    if not isinstance(max_wait_ms, (int, float)) or not 0 <= max_wait_ms <= 10_000:
-        raise ConfigError(f"max_wait_ms must be between 0 and 10000, got {max_wait_ms!r}")
-
-
 @dataclass(frozen=True)
 class ServeConfig:
     """Limits and options of the service (checked on creation)."""
@@ -192,13 +77,29 @@ class ServeConfig:
     long_texts: str = "refuse"  # or "window": longer texts are read in pieces
     max_body_bytes: int = 16 * 1024 * 1024
     max_train_texts: int = 100_000
+    max_pass_chars: int = 100_000  # characters in one trunk pass (one longer text: alone)
+    max_labels: int = HeadLimits.max_labels  # labels of one head (PUT, train)
+    max_label_chars: int = HeadLimits.max_label_chars  # characters of one label
+    max_heads: int = HeadLimits.max_heads  # heads of the bundle
+    body_timeout_s: float = 30.0  # longest wait for the next piece of a request body
     api_keys: tuple[str, ...] = ()
     watch: bool = False
     watch_interval: float = 1.0
     tier: int | None = None  # a byte bundle's heads at this tier (its tiers/<tier>/)
 
+    @property
+    def limits(self) -> HeadLimits:
+        return HeadLimits(
+            max_labels=self.max_labels,
+            max_label_chars=self.max_label_chars,
+            max_heads=self.max_heads,
+        )
+
     def __post_init__(self) -> None:
-        check_batching(self.max_batch, self.max_wait_ms)
+        check_batching(self.max_batch, self.max_wait_ms, self.max_pass_chars)
+        HeadLimits(self.max_labels, self.max_label_chars, self.max_heads)  # checks the caps
+        if not isinstance(self.body_timeout_s, int | float) or not self.body_timeout_s > 0:
+            raise ConfigError(f"body_timeout_s must be > 0, got {self.body_timeout_s!r}")
         if self.tier is not None and (
             not isinstance(self.tier, int) or isinstance(self.tier, bool) or self.tier < 1
         ):
@@ -260,22 +161,32 @@ class Service:
         from ..bundle import Bundle
 
         bundle = await asyncio.to_thread(
-            Bundle.load, self.path, cache=self.cache, tier=self.config.tier
+            Bundle.load,
+            self.path,
+            cache=self.cache,
+            tier=self.config.tier,
+            limits=self.config.limits,
         )
         await asyncio.to_thread(_warm, bundle)
         assert bundle.path is not None
         self.path = bundle.path  # a built-in bundle's folder, a tier's sub-bundle
-        self.bundle, self.generation = bundle, bundle.generation
+        self._serve(bundle)
         self.write_lock = asyncio.Lock()
         window = self.config.max_chars if self.config.long_texts == "window" else None
         self.batcher = MicroBatcher(
             lambda texts: self.bundle.predict(texts, max_chars=window),
             max_batch=self.config.max_batch,
             max_wait_ms=self.config.max_wait_ms,
+            max_pass_chars=self.config.max_pass_chars,
             observe=self.metrics.observe_batch,
         )
         self.batcher.start()
         self.ready = True
+
+    def _serve(self, bundle: Any) -> None:
+        """Serve ``bundle`` from now on; metric series of heads and labels it lacks go."""
+        self.bundle, self.generation = bundle, bundle.generation
+        self.metrics.keep_heads({n: [str(v) for v in bundle.labels(n)] for n in bundle.heads})
 
     async def stop(self) -> None:
         self.ready = False
@@ -300,7 +211,7 @@ class Service:
                 new, result = await asyncio.to_thread(work)
             except ManyheadsError as exc:
                 raise _http_error(exc) from exc
-            self.bundle, self.generation = new, new.generation
+            self._serve(new)
             self.metrics.updates.labels(action).inc()
             log.info("head change: %s (generation %s)", action, new.generation)
             return result
@@ -322,7 +233,7 @@ class Service:
                     self._failed_generation = gen
                     log.warning("manyheads: could not reload %s: %s", self.path, exc)
                     continue
-                self.bundle, self.generation = new, new.generation
+                self._serve(new)
                 self.metrics.reloads.inc()
                 log.info("reloaded %s (generation %s)", self.path, new.generation)
 
@@ -333,19 +244,29 @@ class Service:
         new: Bundle | None = None
         with contextlib.suppress(FingerprintMismatchError):
             # keep the loaded trunk when the bundle still names the same one
-            new = Bundle.load(self.path, cache=self.cache, trunk=old.trunk)
+            new = Bundle.load(self.path, cache=self.cache, trunk=old.trunk, limits=old.limits)
         if new is None or new.trunk_reference != old.trunk_reference:
-            new = Bundle.load(self.path, cache=self.cache)
+            new = Bundle.load(self.path, cache=self.cache, limits=old.limits)
         _warm(new)
         return new
 
 
-async def _read_body(request: Any, limit: int) -> bytes:
+async def _read_body(request: Any, limit: int, timeout: float = 30.0) -> bytes:
     """The whole body (read to its end even when too large: a 413 sent before the body
-    is read can reach the client as a connection reset)."""
+    is read can reach the client as a connection reset); a client that sends nothing
+    for ``timeout`` seconds mid-body gets a 408."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), timeout)
+        except StopAsyncIteration:
+            break
+        except asyncio.TimeoutError:
+            raise HTTPError(
+                408, "body_timeout", f"no part of the request body came for {timeout:g} s"
+            ) from None
         size += len(chunk)
         if size <= limit:
             chunks.append(chunk)
@@ -363,9 +284,21 @@ def _parse_json(body: bytes) -> Any:
         raise HTTPError(400, "bad_json", f"the request body is not JSON: {exc}") from None
 
 
+async def _parse_json_off_loop(body: bytes) -> Any:
+    """:func:`_parse_json`, in a worker thread for a large body (the loop keeps answering)."""
+    if len(body) < 256 * 1024:
+        return _parse_json(body)
+    return await asyncio.to_thread(_parse_json, body)
+
+
 def _string_list(value: Any, what: str, code: str) -> list[str]:
+    """A list of strings, each valid Unicode (JSON can carry lone surrogates)."""
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise HTTPError(422, code, f"'{what}' must be a list of strings")
+    for i, text in enumerate(value):
+        problem = unicode_problem(text)
+        if problem is not None:
+            raise HTTPError(422, code, f"'{what}' #{i} {problem}")
     return value
 
 
@@ -546,7 +479,7 @@ def create_app(
 
     async def write_body(request: Request) -> bytes:
         """A write endpoint's body, read whole before the key and readiness are judged."""
-        body = await _read_body(request, config.max_body_bytes)
+        body = await _read_body(request, config.max_body_bytes, config.body_timeout_s)
         need_key(request, write=True)
         need_ready()
         return body
@@ -630,7 +563,7 @@ def create_app(
         openapi_extra=body_schema("HeadPayload"),
     )
     async def put_head(name: str, request: Request) -> Any:
-        doc = _parse_json(await write_body(request))
+        doc = await _parse_json_off_loop(await write_body(request))
         head_name(name)
         try:
             record, tensors = head_from_json(doc)
@@ -658,7 +591,7 @@ def create_app(
         openapi_extra=body_schema("TrainRequest"),
     )
     async def train_head(name: str, request: Request) -> Any:
-        doc = _parse_json(await write_body(request))
+        doc = await _parse_json_off_loop(await write_body(request))
         if not isinstance(doc, dict):
             raise HTTPError(422, "bad_request", "the body must be a JSON object with 'texts'")
         texts = _string_list(doc.get("texts"), "texts", "bad_texts")
@@ -673,8 +606,16 @@ def create_app(
         if head not in HEAD_TYPES:
             raise HTTPError(422, "bad_head_type", f"'head' must be one of {', '.join(HEAD_TYPES)}")
         groups = doc.get("groups")
-        if groups is not None and (not isinstance(groups, list) or len(groups) != len(texts)):
-            raise HTTPError(422, "bad_groups", "'groups' must be a list, one group per text")
+        if groups is not None and (
+            not isinstance(groups, list)
+            or len(groups) != len(texts)
+            or not all(isinstance(g, str | int) and not isinstance(g, bool) for g in groups)
+        ):
+            raise HTTPError(
+                422, "bad_groups", "'groups' must be a list of strings or integers, one per text"
+            )
+        if groups is not None:
+            _string_list([g for g in groups if isinstance(g, str)], "groups", "bad_groups")
         head_name(name)
         replaced = name in service.bundle.heads
         summary = await service.change(
@@ -700,9 +641,10 @@ def create_app(
         openapi_extra=body_schema("PredictRequest"),
     )
     async def predict(request: Request) -> Any:
-        body = await _read_body(request, config.max_body_bytes)  # read whole, then judge it
+        # read whole, then judge it
+        body = await _read_body(request, config.max_body_bytes, config.body_timeout_s)
         need_key(request, write=False)
-        doc = _parse_json(body)
+        doc = await _parse_json_off_loop(body)
         if not isinstance(doc, dict):
             raise HTTPError(422, "bad_request", "the body must be a JSON object with 'texts'")
         texts = _string_list(doc.get("texts"), "texts", "bad_texts")
@@ -712,7 +654,15 @@ def create_app(
             not isinstance(heads, list) or not heads or not all(isinstance(h, str) for h in heads)
         ):
             raise HTTPError(422, "bad_heads", "'heads' must be a non-empty list of head names")
-        need_ready()
+        bundle = need_ready()
+        if heads is not None:  # refused before the pass; checked again after it
+            unknown = [h for h in heads if h not in bundle.heads]
+            if unknown:
+                raise HTTPError(
+                    404,
+                    "unknown_head",
+                    f"unknown head {unknown[0]!r}; the bundle has: " + ", ".join(bundle.heads),
+                )
         t0 = time.perf_counter()
         assert service.batcher is not None
         try:

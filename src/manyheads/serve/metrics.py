@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import require
@@ -70,6 +71,21 @@ class ServiceMetrics:
         depth.set_function(queue_depth)
         heads = prom.Gauge("manyheads_heads", "Heads being served", registry=r)
         heads.set_function(n_heads)
+        # the label series that exist, and the heads and labels being served: a deleted
+        # head's series go, and a pass still answering with it makes no new ones
+        self._series: set[tuple[str, str]] = set()
+        self._serving: dict[str, set[str]] | None = None
+        self._series_lock = threading.Lock()
+
+    def keep_heads(self, heads: Mapping[str, Iterable[str]]) -> None:
+        """The heads served from now on, with their labels: every label series of
+        another head or label is removed."""
+        with self._series_lock:
+            self._serving = {h: {*labels, NO_LABEL} for h, labels in heads.items()}
+            for head, label in list(self._series):
+                if label not in self._serving.get(head, ()):
+                    self._series.discard((head, label))
+                    self.labels.remove(head, label)
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
@@ -91,8 +107,12 @@ class ServiceMetrics:
                         counts[head, str(label)] += 1
                 else:
                     counts[head, NO_LABEL] += 1
-        for (head, label), n in counts.items():
-            self.labels.labels(head, label).inc(n)
+        with self._series_lock:
+            for (head, label), n in counts.items():
+                if self._serving is not None and label not in self._serving.get(head, ()):
+                    continue  # a head changed or removed while this pass ran
+                self._series.add((head, label))
+                self.labels.labels(head, label).inc(n)
 
     def render(self) -> tuple[bytes, str]:
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
