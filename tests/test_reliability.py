@@ -719,3 +719,42 @@ def test_cli_writes_and_service_writes_keep_each_other(service, tmp_path, debian
     assert {"cli1", "cli2", "put1", "put2", "put3", "lib1"} <= set(
         Bundle.load(folder, cache=None).heads
     )
+
+
+def test_a_request_that_fits_no_shared_pass_is_not_starved_by_a_stream():
+    import asyncio
+
+    from manyheads.serve import MicroBatcher
+
+    passes: list[list[int]] = []
+
+    def predict(texts: list[str]) -> list[dict[str, Any]]:
+        passes.append([len(t) for t in texts])
+        time.sleep(0.005)
+        return [{"h": {"label": len(t)}} for t in texts]
+
+    async def main_() -> int:
+        batcher = MicroBatcher(predict, max_batch=64, max_wait_ms=1, max_pass_chars=1000)
+        batcher.start()
+        stop = asyncio.Event()
+
+        async def stream(i: int) -> None:
+            while not stop.is_set():  # back while the next pass runs
+                await batcher.submit(["x" * 100])
+                await asyncio.sleep(0.001 * (i % 4))
+
+        try:
+            clients = [asyncio.create_task(stream(i)) for i in range(8)]
+            await asyncio.sleep(0.05)
+            start = len(passes)
+            await asyncio.wait_for(batcher.submit(["y" * 900, "z" * 900]), timeout=10)
+            waited = len(passes) - start
+            stop.set()
+            await asyncio.gather(*clients)
+            return waited
+        finally:
+            await batcher.stop()
+
+    waited = asyncio.run(main_())
+    assert waited <= 4, waited  # its two texts, each in a pass of its own, soon
+    assert [900] in passes

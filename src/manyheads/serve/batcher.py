@@ -2,9 +2,10 @@
 
 A pass holds at most ``max_batch`` texts and ``max_pass_chars`` characters (one
 text longer than that gets a pass of its own). A request larger than one pass
-is answered over several, and between two of its passes every request queued
-behind it gets its turn (round robin), so one big request does not hold the
-small ones up for its whole length.
+is answered over several passes of its own, and between two of them the
+requests queued behind it get a pass (round robin), so one big request does
+not hold the small ones up for its whole length: a small request waits at most
+for the pass running when it came and the big request's next piece.
 
 A pass that fails is run again one request at a time, so only the request whose
 text made it fail gets the error; the others get their answers.
@@ -147,9 +148,11 @@ class MicroBatcher:
         return sum(len(j.texts) - j.sent for j in self._jobs if not j.done)
 
     def _take(self) -> tuple[list[_Piece], _Job | None]:
-        """The next pass: whole requests in arrival order while they fit; a request that
-        does not fit sends what does, and its rest (returned) goes to the back of the
-        queue once this pass is done, behind the requests that came meanwhile."""
+        """The next pass: whole requests in arrival order while they fit. A request that
+        does not fit whole waits, first in the queue, for a pass of its own; there it
+        sends what fits, and its rest (returned) goes to the back of the queue once the
+        pass is done, behind the requests that came meanwhile. So small requests never
+        share a pass with a big one's piece, and a big one still gets every other pass."""
         pieces: list[_Piece] = []
         n_texts = n_chars = 0
         while self._jobs and n_texts < self.max_batch:
@@ -157,6 +160,13 @@ class MicroBatcher:
             if job.done:  # failed, or its caller went away
                 continue
             start = stop = job.sent
+            rest = job.texts[start:]
+            if pieces and (
+                n_texts + len(rest) > self.max_batch
+                or n_chars + sum(map(len, rest)) > self.max_pass_chars
+            ):
+                self._jobs.appendleft(job)  # its turn comes next, in a pass of its own
+                return pieces, None
             while stop < len(job.texts) and n_texts < self.max_batch:
                 size = len(job.texts[stop])
                 if n_texts and n_chars + size > self.max_pass_chars:
