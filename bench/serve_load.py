@@ -29,7 +29,33 @@ trunk_speed.py), with the `minilm` bundle of 5 heads exported to int8 ONNX
    default, so the HTTP layer, the batcher and head swaps take the most
    requests per second (--soak-bundle picks another; int8 ONNX answers
    depend slightly on the batch a text lands in, through dynamic activation
-   scales, so they cannot be checked exactly per text).
+   scales, so they cannot be checked exactly per text);
+4. with --poison SECONDS: against a server of the soak's bundle, 32 innocent
+   clients send valid requests (1-4 held-out texts each) while 2 poison
+   clients cycle through texts no trunk should see: a lone high surrogate
+   (`"\\ud800"`, written as a JSON escape by hand, so the body is valid JSON),
+   a lone low one (`"\\udfff"`), a text of one NUL, one good text beside a lone
+   surrogate, and a 99,000-character text of other scripts, emoji (valid
+   surrogate pairs) and combining marks that no head has a word for. A table
+   of answers by status code per kind; lone surrogates must get 422, never
+   5xx, and every innocent request 200 with its rows (the verdict line); a
+   micro-batcher retry counter from /metrics is shown when it is exposed
+   (httpx client, as the soak). --poison-bundle PATH runs the same again
+   against another bundle (an exported ONNX one, say);
+5. with --big: two servers of the soak's bundle side by side, (a) default
+   settings and (b) `--max-pass-chars 1000000000 --max-batch 160`, so one
+   pass takes a whole 160-text request as before passes were split (a pass
+   also stops at --max-batch texts); both with `--max-body-mb 32 --max-chars
+   99000`. For each in turn, while the other sits idle, 8 clients loop on
+   small requests (one short held-out text each) for 5 s (the baseline),
+   then again while ONE big request of 160 texts x 99,000 characters (real
+   words repeated, ~16 MB) is answered: the big request's time, how many
+   small requests ran meanwhile, their p50/p99, the baseline p50/p99, the
+   largest pass (from the /metrics histogram), and the ratio of the small
+   p99 during the big request, (b) over (a) (aiohttp client, as the levels).
+
+With --poison or --big alone, the throughput levels (1-2) run only when
+--concurrency is given.
 
 Client and server share the machine's CPUs (2 here): the client's own work is
 part of what the service costs.
@@ -114,6 +140,15 @@ def metric(text: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def served_5xx(metrics_text: str) -> float:
+    """5xx answers the server counted (``manyheads_requests_total``)."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics_text.splitlines()
+        if line.startswith("manyheads_requests_total") and 'status="5' in line
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -308,11 +343,6 @@ async def soak(
         seconds = time.perf_counter() - t0
         metrics_text = (await client.get(url + "/metrics", headers=auth)).text
         alive = (await client.get(url + "/healthz")).status_code == 200
-    served_5xx = sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics_text.splitlines()
-        if line.startswith("manyheads_requests_total") and 'status="5' in line
-    )
     return {
         "requests": n_requests,
         "concurrency": concurrency,
@@ -320,11 +350,325 @@ async def soak(
         "requests_per_s": n_requests / seconds,
         **counts,
         "malformed_by_kind": by_kind,
-        "server_5xx": served_5xx,
+        "server_5xx": served_5xx(metrics_text),
         "problems": len(problems),
         "first_problems": problems[:10],
         "alive_at_end": alive,
     }
+
+
+def retry_lines(metrics_text: str) -> list[str]:
+    """The /metrics samples whose name mentions a retry (none when not exposed)."""
+    return [
+        line
+        for line in metrics_text.splitlines()
+        if not line.startswith("#") and "retr" in line.split(" ", 1)[0].lower()
+    ]
+
+
+def error_log(server: ServerProcess) -> list[str]:
+    """The last lines of the server's log from its first traceback (empty when none)."""
+    lines = Path(server.log.name).read_text(errors="replace").splitlines()
+    first = next((i for i, line in enumerate(lines) if "Traceback" in line), None)
+    return [] if first is None else lines[first : first + 40]
+
+
+def other_scripts_text(n_chars: int) -> str:
+    """``n_chars`` code points of other scripts, emoji and combining marks (no head's words)."""
+    pieces = "漢字かなカナ한글 Ελληνικά кириллица עברית العربية 😀🚀🧪 e\u0301a\u0308 "
+    return (pieces * (n_chars // len(pieces) + 1))[:n_chars]
+
+
+# (kind, what it is, expected status); the bodies are written by hand so they hold
+# JSON escapes of lone surrogates (valid JSON, not valid Unicode text)
+POISON_KINDS = [
+    ("lone_high", '["\\ud800"]', 422),
+    ("lone_low", '["\\udfff"]', 422),
+    ("nul_only", '["\\u0000"]', 200),
+    ("good_and_lone", '[good, "\\ud800"]', 422),
+    ("other_scripts", "[99,000 chars]", 200),
+]
+LONE_SURROGATE_KINDS = {"lone_high", "lone_low", "good_and_lone"}
+
+
+def poison_bodies(good: str) -> dict[str, bytes]:
+    huge = json.dumps({"texts": [other_scripts_text(99_000)]})  # emoji as escaped pairs
+    return {
+        "lone_high": b'{"texts": ["\\ud800"]}',
+        "lone_low": b'{"texts": ["\\udfff"]}',
+        "nul_only": b'{"texts": ["\\u0000"]}',
+        "good_and_lone": b'{"texts": [' + json.dumps(good).encode() + b', "\\ud800"]}',
+        "other_scripts": huge.encode(),
+    }
+
+
+async def poison(
+    url: str, texts: list[str], seconds: float, n_innocent: int = 32, n_poison: int = 2
+) -> dict[str, Any]:
+    import httpx
+
+    bodies = poison_bodies(texts[0])
+    kinds = [k for k, _, _ in POISON_KINDS]
+    innocent = {"requests": 0, "ok": 0, "not_ok": 0}
+    by_kind: dict[str, dict[int, int]] = {k: {} for k in kinds}
+    problems: list[str] = []
+    headers = {"Content-Type": "application/json"}
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=n_innocent + n_poison + 2)
+    async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+
+        async def innocent_worker(w: int) -> None:
+            rng = random.Random(w)
+            while time.perf_counter() < deadline:
+                chunk = rng.sample(texts, rng.randint(1, 4))
+                innocent["requests"] += 1
+                try:
+                    res = await client.post(url + "/v1/predict", json={"texts": chunk})
+                    ok = res.status_code == 200 and len(res.json()["results"]) == len(chunk)
+                    answer = f"{res.status_code} {res.text[:300]}"
+                except httpx.HTTPError as exc:
+                    ok, answer = False, f"dropped ({exc!r})"
+                innocent["ok" if ok else "not_ok"] += 1
+                if not ok:
+                    problems.append(f"innocent {json.dumps({'texts': chunk})[:300]} -> {answer}")
+
+        async def poison_worker(w: int) -> None:
+            i = w
+            while time.perf_counter() < deadline:
+                kind = kinds[i % len(kinds)]
+                i += 1
+                try:
+                    res = await client.post(
+                        url + "/v1/predict", content=bodies[kind], headers=headers
+                    )
+                    status, answer = res.status_code, res.text[:300]
+                except httpx.HTTPError as exc:
+                    status, answer = 0, f"dropped ({exc!r})"
+                by_kind[kind][status] = by_kind[kind].get(status, 0) + 1
+                if status == 0 or status >= 500:
+                    problems.append(f"poison {bodies[kind][:80]!r} -> {status} {answer}")
+
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            *(innocent_worker(w) for w in range(n_innocent)),
+            *(poison_worker(w) for w in range(n_poison)),
+        )
+        elapsed = time.perf_counter() - t0
+        metrics_text = (await client.get(url + "/metrics")).text
+        alive = (await client.get(url + "/healthz")).status_code == 200
+    return {
+        "seconds": elapsed,
+        "innocent": innocent,
+        "poison": {k: {str(c): n for c, n in sorted(v.items())} for k, v in by_kind.items()},
+        "server_5xx": served_5xx(metrics_text),
+        "retry_metrics": retry_lines(metrics_text),
+        "problems": len(problems),
+        "first_problems": problems[:10],
+        "alive_at_end": alive,
+    }
+
+
+def run_poison(bundle: Path, texts: list[str], seconds: float) -> dict[str, Any]:
+    """A server of ``bundle``, the poison run against it, its traceback if it logged one."""
+    server = ServerProcess(bundle)
+    try:
+        p = asyncio.run(poison(server.url, texts, seconds))
+        p["alive_at_end"] = p["alive_at_end"] and server.alive()
+        p["server_traceback"] = error_log(server)
+    finally:
+        server.stop()
+    p["bundle"] = bundle.name
+    return p
+
+
+def print_poison(p: dict[str, Any]) -> None:
+    inn = p["innocent"]
+    print(
+        f"\npoison: {p['seconds']:.1f} s, 32 innocent clients + 2 poison clients, "
+        f"bundle {p['bundle']}"
+    )
+    print(f"{'client':<8s} {'kind':<14s} {'body texts':<17s} {'expect':>6s} {'answers by status'}")
+    print(
+        f"{'innocent':<8s} {'valid':<14s} {'[1-4 held-out]':<17s} {200:>6d} "
+        f"200: {inn['ok']}, other: {inn['not_ok']} (of {inn['requests']})"
+    )
+    for kind, what, expect in POISON_KINDS:
+        codes = ", ".join(f"{c}: {n}" for c, n in p["poison"][kind].items())
+        print(f"{'poison':<8s} {kind:<14s} {what:<17s} {expect:>6d} {codes}")
+    for line in p["retry_metrics"] or ["(no retry counter in /metrics)"]:
+        print(f"/metrics: {line}")
+    print(
+        f"server-counted 5xx: {p['server_5xx']:.0f}; server alive at the end: {p['alive_at_end']}"
+    )
+    for problem in p["first_problems"]:
+        print("  problem:", problem)
+    for line in p["server_traceback"]:
+        print("  server log:", line)
+    lone = all(set(p["poison"][k]) == {"422"} for k in LONE_SURROGATE_KINDS if p["poison"][k])
+    print(
+        f"poison: {inn['requests']} innocent requests, all 200: "
+        f"{'yes' if inn['not_ok'] == 0 and inn['requests'] else 'no'}; "
+        f"lone surrogates all 422: {'yes' if lone else 'no'}; "
+        f"5xx answers: {p['server_5xx']:.0f}"
+    )
+
+
+BIG_TEXTS, BIG_CHARS = 160, 99_000
+BIG_SERVERS = [
+    ("a: default", ()),
+    ("b: one pass", ("--max-pass-chars", "1000000000", "--max-batch", str(BIG_TEXTS))),
+]
+
+
+def big_texts(texts: list[str], n: int = BIG_TEXTS, chars: int = BIG_CHARS) -> list[str]:
+    """``n`` texts of ``chars`` characters each: the held-out texts' words, shuffled."""
+    words = " ".join(texts).split()
+    out = []
+    for i in range(n):
+        rng = random.Random(i)
+        picked: list[str] = []
+        size = 0
+        while size < chars:
+            picked.append(rng.choice(words))
+            size += len(picked[-1]) + 1
+        out.append(" ".join(picked)[:chars])
+    return out
+
+
+def largest_pass(before: str, after: str) -> str:
+    """The smallest ``manyheads_batch_texts`` bucket holding every pass between two scrapes."""
+
+    def buckets(text: str) -> dict[str, float]:
+        prefix = 'manyheads_batch_texts_bucket{le="'
+        return {
+            line[len(prefix) :].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(prefix)
+        }
+
+    b, a = buckets(before), buckets(after)
+    total = a.get("+Inf", 0.0) - b.get("+Inf", 0.0)
+    for le in a:  # in increasing order, as Prometheus writes them
+        if a[le] - b.get(le, 0.0) >= total:
+            return "≤" + le.removesuffix(".0")
+    return "?"
+
+
+async def small_loop(
+    client: Any,
+    url: str,
+    texts: list[str],
+    stop: asyncio.Event,
+    out: list[tuple[float, float, int]],
+) -> None:
+    """Small requests (one text each) until ``stop``: (start, seconds, status) of each."""
+    i = random.randrange(len(texts))
+    while not stop.is_set():
+        t = time.perf_counter()
+        async with client.post(url + "/v1/predict", json={"texts": [texts[i % len(texts)]]}) as res:
+            await res.read()
+        out.append((t, time.perf_counter() - t, res.status))
+        i += 1
+
+
+async def big_window(
+    url: str, small: list[str], body: bytes, baseline_s: float = 5.0, concurrency: int = 8
+) -> dict[str, Any]:
+    """Small-request latency for ``baseline_s``, then while one big request (``body``) runs."""
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=600)
+    connector = aiohttp.TCPConnector(limit=concurrency + 2)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
+
+        async def run_small(window: Any) -> list[tuple[float, float, int]]:
+            samples: list[tuple[float, float, int]] = []
+            stop = asyncio.Event()
+            workers = [small_loop(client, url, small, stop, samples) for _ in range(concurrency)]
+            tasks = [asyncio.ensure_future(w) for w in workers]
+            await window()
+            stop.set()
+            await asyncio.gather(*tasks)
+            return samples
+
+        async def metrics() -> str:
+            async with client.get(url + "/metrics") as res:
+                return await res.text()
+
+        big: dict[str, Any] = {}
+
+        async def send_big() -> None:
+            headers = {"Content-Type": "application/json"}
+            big["start"] = time.perf_counter()
+            async with client.post(url + "/v1/predict", data=body, headers=headers) as res:
+                answer = await res.read()
+            big["seconds"] = time.perf_counter() - big["start"]
+            big["status"] = res.status
+            big["rows"] = len(json.loads(answer).get("results", [])) if res.status == 200 else 0
+
+        await run_small(lambda: asyncio.sleep(1.0))  # warm-up
+        baseline = await run_small(lambda: asyncio.sleep(baseline_s))
+        before = await metrics()
+        samples = await run_small(send_big)
+        after = await metrics()
+    end = big["start"] + big["seconds"]
+    during = [s for t, s, code in samples if big["start"] <= t < end and code == 200]
+    base = [s for _, s, code in baseline if code == 200]
+    return {
+        "big_seconds": big["seconds"],
+        "big_status": big["status"],
+        "big_rows": big["rows"],
+        "small_during": len(during),
+        "small_failed": sum(code != 200 for _, _, code in baseline + samples),
+        "p50_during_ms": percentile(during, 50) * 1000 if during else float("nan"),
+        "p99_during_ms": percentile(during, 99) * 1000 if during else float("nan"),
+        "baseline_requests": len(base),
+        "p50_baseline_ms": percentile(base, 50) * 1000,
+        "p99_baseline_ms": percentile(base, 99) * 1000,
+        "largest_pass": largest_pass(before, after),
+    }
+
+
+def run_big(bundle: Path, texts: list[str]) -> dict[str, Any]:
+    """Both servers of BIG_SERVERS started side by side, measured one after the other."""
+    small = sorted(texts, key=len)[:100]
+    body = json.dumps({"texts": big_texts(texts)}).encode()
+    common = ("--max-body-mb", "32", "--max-chars", str(BIG_CHARS))
+    servers = []
+    try:
+        for _, options in BIG_SERVERS:
+            servers.append(ServerProcess(bundle, *common, *options))
+        runs = {}
+        for (name, options), server in zip(BIG_SERVERS, servers, strict=True):
+            runs[name] = asyncio.run(big_window(server.url, small, body))
+            runs[name]["options"] = " ".join(options) or "(defaults)"
+            print(f"  big request against {name}: done", flush=True)
+    finally:
+        for server in servers:
+            server.stop()
+    a, b = (runs[name]["p99_during_ms"] for name, _ in BIG_SERVERS)
+    return {"bundle": bundle.name, "body_mb": len(body) / 1e6, "servers": runs, "p99_ratio": b / a}
+
+
+def print_big(big: dict[str, Any]) -> None:
+    print(
+        f"\nbig: one request of {BIG_TEXTS} texts x {BIG_CHARS:,} chars "
+        f"({big['body_mb']:.1f} MB) among 8 clients of 1 short text each, bundle {big['bundle']}"
+    )
+    print(
+        f"{'server':<12s} {'big s':>7s} {'status':>6s} {'small n':>7s} {'p50 ms':>8s} "
+        f"{'p99 ms':>9s} {'base p50':>8s} {'base p99':>8s} {'largest pass':>12s} "
+        f"{'small fail':>10s}  options"
+    )
+    for name, r in big["servers"].items():
+        print(
+            f"{name:<12s} {r['big_seconds']:7.1f} {r['big_status']:6d} {r['small_during']:7d} "
+            f"{r['p50_during_ms']:8.1f} {r['p99_during_ms']:9.1f} {r['p50_baseline_ms']:8.1f} "
+            f"{r['p99_baseline_ms']:8.1f} {r['largest_pass']:>12s} {r['small_failed']:10d}  "
+            f"{r['options']}"
+        )
+    a, b = (name for name, _ in BIG_SERVERS)
+    print(f"big: small-request p99 while the big one runs, {b} / {a}: {big['p99_ratio']:.1f}x")
 
 
 def main() -> None:
@@ -332,7 +676,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5000, help="English Debian rows (grouped split)")
     ap.add_argument("--texts", type=int, default=1000, help="held-out texts to send")
     ap.add_argument("--bundle", help="bundle to serve (default: minilm, 5 heads, int8 ONNX)")
-    ap.add_argument("--concurrency", default="1,8,32,128")
+    ap.add_argument(
+        "--concurrency",
+        help="levels, comma-separated (default: 1,8,32,128; none with --poison or --big alone)",
+    )
     ap.add_argument("--requests", type=int, default=1000, help="requests per concurrency level")
     ap.add_argument("--per-request", type=int, default=1, help="texts per request")
     ap.add_argument("--max-batch", type=int, default=64)
@@ -342,6 +689,11 @@ def main() -> None:
         "--soak-bundle", help="bundle for the soak (default: the 5 heads on the hashing trunk)"
     )
     ap.add_argument("--hot-every", type=float, default=2.0, help="seconds between head changes")
+    ap.add_argument(
+        "--poison", type=float, default=0, help="seconds of the poison run (0: no poison run)"
+    )
+    ap.add_argument("--poison-bundle", help="also run the poison run against this bundle")
+    ap.add_argument("--big", action="store_true", help="small-request latency beside a big one")
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs per level")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
@@ -362,17 +714,26 @@ def main() -> None:
     texts = [r["text"] for r in test]
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(CACHE_DIR / "embeddings.sqlite")
-    source_folder = speed_bundle("minilm", train, HEADS, cache)
-    bundle = Path(args.bundle) if args.bundle else exported_bundle(source_folder, "int8")
     chars = sorted(len(t) for t in texts)
     print(f"data: {source}, {len(texts)} held-out texts, median {chars[len(chars) // 2]} chars")
-    print(f"bundle: {bundle.name} ({', '.join(Bundle.load(bundle, cache=None).heads)})")
-    results: dict[str, Any] = {"machine": machine(), "bundle": bundle.name, "n_texts": len(texts)}
+    results: dict[str, Any] = {"machine": machine(), "n_texts": len(texts)}
+
+    def side_bundle() -> Path:
+        """The soak's bundle (also the poison run's and the big run's)."""
+        if args.soak_bundle:
+            return Path(args.soak_bundle)
+        return speed_bundle("hashing", train, HEADS, cache)
 
     import numpy as np
 
-    levels = [int(c) for c in args.concurrency.split(",") if c]
+    others = args.poison or args.big
+    concurrency = args.concurrency if args.concurrency is not None or others else "1,8,32,128"
+    levels = [int(c) for c in (concurrency or "").split(",") if c]
     if levels:
+        source_folder = speed_bundle("minilm", train, HEADS, cache)
+        bundle = Path(args.bundle) if args.bundle else exported_bundle(source_folder, "int8")
+        print(f"bundle: {bundle.name} ({', '.join(Bundle.load(bundle, cache=None).heads)})")
+        results["bundle"] = bundle.name
         local = Bundle.load(bundle, cache=None)
         local.predict(texts[:64])
         server = ServerProcess(
@@ -428,11 +789,7 @@ def main() -> None:
         del local
 
     if args.soak:
-        soak_bundle = (
-            Path(args.soak_bundle)
-            if args.soak_bundle
-            else speed_bundle("hashing", train, HEADS, cache)
-        )
+        soak_bundle = side_bundle()
         work = Path(tempfile.mkdtemp(prefix="manyheads-soak-"))
         import shutil
 
@@ -480,6 +837,17 @@ def main() -> None:
         )
         for p in s["first_problems"]:
             print("  problem:", p)
+
+    if args.poison:
+        bundles = [side_bundle(), *([Path(args.poison_bundle)] if args.poison_bundle else [])]
+        results["poison"] = []
+        for folder in bundles:
+            results["poison"].append(run_poison(folder, texts, args.poison))
+            print_poison(results["poison"][-1])
+
+    if args.big:
+        results["big"] = run_big(side_bundle(), texts)
+        print_big(results["big"])
     write_json(args.json, results)
 
 
