@@ -419,3 +419,14 @@ def test_files_written_atomically_get_the_usual_modes_not_the_temp_files(tmp_pat
         assert stat.S_IMODE((tmp_path / "folder").stat().st_mode) == 0o750
     finally:
         os.umask(umask)
+
+
+def test_empty_and_blank_texts_get_no_label_from_any_head(trained: Bundle):
+    got = trained.predict(["", TEXTS[0], " \n\t ", TEXTS[1]])
+    assert got[1] == trained.predict([TEXTS[0]])[0] and got[3] == trained.predict([TEXTS[1]])[0]
+    for blank in (got[0], got[2]):
+        assert blank["section"] == {"label": None, "score": None, "scores": {}}
+        assert blank["library"] == {"label": None, "score": None, "scores": {}}
+        assert blank["role"] == {"labels": [], "scores": {}}
+    assert trained.predict([""], heads=["role"]) == [{"role": {"labels": [], "scores": {}}}]
+    assert trained.predict(["", "x" * 50], max_chars=20)[0]["section"]["label"] is None

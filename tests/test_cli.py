@@ -277,3 +277,12 @@ def test_train_defaults_to_minilm_tfidf_auto_C_accuracy_thresholds(capsys, tmp_p
     assert doc["trunk"]["spec"]["type"] == "composite"
     assert doc["heads"]["section"]["params"]["C"] == "auto"
     assert doc["heads"]["role"]["params"]["thresholds"] == "accuracy"
+
+
+def test_predict_answers_empty_text_with_no_label(capsys):
+    code, out, err = run(capsys, "predict", "", "   ")
+    assert code == 0, err
+    for line in out.splitlines():
+        answer = json.loads(line)
+        assert answer["risk"] == {"labels": [], "scores": {}}
+        assert answer["kind"]["label"] is None and answer["language"]["label"] is None

@@ -96,6 +96,16 @@ def test_predict_matches_bundle_predict(server, debian_test_rows):
     assert set(sub.json()["results"][0]) == {"library"}
 
 
+def test_empty_text_gets_no_label(server):
+    url, _ = server
+    res = httpx.post(url + "/v1/predict", json={"texts": ["", "a C library", "  "]})
+    assert res.status_code == 200, res.text
+    empty, filled, blank = res.json()["results"]
+    assert empty == blank and empty["role"] == {"labels": [], "scores": {}}
+    assert empty["section"] == {"label": None, "score": None, "scores": {}}
+    assert filled["section"]["label"] is not None
+
+
 def test_concurrent_requests_get_their_own_rows_back(server, debian_test_rows):
     url, bundle = server
     texts = [r["text"] for r in debian_test_rows[:200]]

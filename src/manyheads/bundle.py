@@ -155,6 +155,13 @@ def _trunk_spec(folder: Path) -> dict[str, Any]:
     return spec
 
 
+def _blank_answer(kind: str) -> dict[str, Any]:
+    """What a head answers for an empty text: no label (see ``Bundle.predict``)."""
+    if kind == "multilabel":
+        return {"labels": [], "scores": {}}
+    return {"label": None, "score": None, "scores": {}}
+
+
 def check_head_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise DataError(
@@ -984,6 +991,12 @@ class Bundle:
         multilabel heads answer ``{"labels", "scores"}`` (labels whose
         probability reaches the head's tuned threshold).
 
+        An empty or whitespace-only text has nothing to classify: no head
+        computes it, and every head answers it with no label
+        (``{"label": None, "score": None, "scores": {}}``; multilabel
+        ``{"labels": [], "scores": {}}``), so no guard head raises an alarm
+        on it.
+
         ``max_chars``: a text longer than this is read as pieces of at most
         ``max_chars`` characters (cut at whitespace where there is some), all
         in the same trunk pass; its probabilities are the pieces' mean,
@@ -994,6 +1007,26 @@ class Bundle:
         texts = check_texts(texts)
         if not texts:
             return []
+        blank = [not t.strip() for t in texts]
+        if any(blank):
+            filled = [t for t, b in zip(texts, blank, strict=True) if not b]
+            answered = iter(
+                self._predict_state(state, filled, names, use_cache, max_chars) if filled else []
+            )
+            kinds = {n: state.heads[n].kind for n in names}
+            return [
+                {n: _blank_answer(kinds[n]) for n in names} if b else next(answered) for b in blank
+            ]
+        return self._predict_state(state, texts, names, use_cache, max_chars)
+
+    def _predict_state(
+        self,
+        state: _State,
+        texts: list[str],
+        names: list[str],
+        use_cache: bool,
+        max_chars: int | None,
+    ) -> list[dict[str, Any]]:
         assert state.fused is not None
         if max_chars is None or all(len(t) <= _check_max_chars(max_chars) for t in texts):
             return state.fused.answers(self._probabilities(state, texts, names, use_cache), names)

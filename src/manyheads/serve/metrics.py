@@ -100,7 +100,7 @@ class ServiceMetrics:
         counts: Counter[tuple[str, str]] = Counter()
         for answer in answers:
             for head, out in answer.items():
-                if "label" in out:
+                if out.get("label") is not None:
                     counts[head, str(out["label"])] += 1
                 elif out.get("labels"):
                     for label in out["labels"]:
