@@ -25,6 +25,27 @@ TRAIN_FILE = EXAMPLES / "debian-en-train.jsonl.gz"
 TEST_FILE = EXAMPLES / "debian-en-test.jsonl.gz"
 
 
+def _package_models() -> dict[str, str]:
+    import hashlib
+
+    root = Path(manyheads.__file__).parent / "models"
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _builtin_bundles_unchanged() -> Iterator[None]:
+    """The package's built-in bundles are read-only: after the whole session, every
+    file under manyheads/models/ is as it was (same names, same SHA-256)."""
+    before = _package_models()
+    yield
+    after = _package_models()
+    assert after == before, sorted(set(before.items()) ^ set(after.items()))[:5]
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own default cache folder; nothing touches the user's."""

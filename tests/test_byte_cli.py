@@ -358,13 +358,51 @@ def test_builtin_bundles_load_by_name(builtin, capsys):
     assert code == 0, err
     code, out, err = run(capsys, "heads", "list", "-b", "content", "--json")
     assert code == 0 and len(json.loads(out)) == 3
-    # a bundle folder named like a built-in one wins
+    # a bundle folder named like a built-in one is written as a path; the name stays
+    # the built-in's, and a note says so
     local = Bundle(trunk="hashing", cache=None)
     local.fit_head("mine", ["a b", "c d", "e f", "g h"] * 5, ["x", "y"] * 10)
     local.save(Path("content"))
     code, out, err = run(capsys, "predict", "a python library")
+    assert code == 0 and set(json.loads(out)) == {"section", "library", "role"}, err
+    assert "note: 'content' is the built-in bundle; the bundle folder ./content" in err
+    code, out, err = run(capsys, "predict", "-b", "./content", "a python library")
     assert code == 0 and set(json.loads(out)) == {"mine"}, err
-    assert Bundle.load("content", cache=None).path == Path("content")
+    assert Bundle.load("content", cache=None).path == builtin
+    assert Bundle.load("./content", cache=None).path == Path("content")
+
+
+def test_every_write_to_a_builtin_bundle_is_refused(builtin, capsys, tmp_path):
+    before = {p: p.read_bytes() for p in builtin.rglob("*") if p.is_file()}
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        "".join(json.dumps({"text": f"t {i}", "y": "ab"[i % 2]}) + "\n" for i in range(20))
+    )
+    message = "the built-in bundle 'content' is read-only"
+    for args in (
+        ["train", data, "-b", "content", "--task", "y"],
+        ["heads", "rm", "role", "-b", "content"],
+        ["finetune", data, "-b", "content", "--task", "y"],
+        ["export", "-b", "content", "--out", builtin / "sub"],
+    ):
+        code, _, err = run(capsys, *args)
+        assert code == 1 and message in err and "manyheads copy content DIR" in err, (args, err)
+    assert not Path("content").exists()  # no ./content made by the refused train
+    b = Bundle.load("content", cache=None)
+    b.remove_head("role")
+    with pytest.raises(BundleError, match=message):
+        b.save(b.path)
+    assert {p: p.read_bytes() for p in builtin.rglob("*") if p.is_file()} == before
+    code, out, err = run(capsys, "copy", "content", tmp_path / "mine")
+    assert code == 0 and out.startswith("copied content to "), err
+    code, _, err = run(capsys, "heads", "rm", "role", "-b", tmp_path / "mine")
+    assert code == 0, err
+    assert sorted(Bundle.load(tmp_path / "mine", cache=None).heads) == ["library", "section"]
+    assert (
+        Bundle.load(tmp_path / "mine", tier=8, cache=None).path == tmp_path / "mine" / "tiers" / "8"
+    )
+    code, _, err = run(capsys, "copy", "content", tmp_path / "mine")
+    assert code == 1 and "it exists and is not an empty folder" in err
 
 
 def test_a_missing_builtin_bundle_is_a_clear_error(capsys, tmp_path, monkeypatch):

@@ -329,6 +329,23 @@ def test_changed_or_missing_graph_is_refused(trained, tmp_path):
         Bundle.load(folder, cache=None).predict(["text"])
 
 
+def test_an_empty_tokenizer_file_is_one_line_on_every_command(trained, tmp_path, capsys):
+    import shutil
+
+    from manyheads.cli import main
+
+    _, root = trained
+    folder = tmp_path / "no-tokenizer"
+    shutil.copytree(root / "exported", folder)
+    (folder / "tokenizer.json").write_text("")
+    for argv in (["predict", "text", "-b", str(folder)], ["serve", "-b", str(folder)]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("manyheads: error: cannot read the tokenizer ") and (
+            len([line for line in err if "error" in line]) == 1
+        ), err
+
+
 def test_exported_bundle_cannot_be_finetuned(trained):
     _, root = trained
     exported = Bundle.load(root / "exported", cache=None)

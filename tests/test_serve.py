@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from manyheads import Bundle
 
@@ -233,6 +234,48 @@ def test_serve_refuses_bad_options(tmp_path: Path, capsys, options, message):
     b.save(folder)
     assert main(["serve", "-b", str(folder), *options]) == 1
     assert message in capsys.readouterr().err
+
+
+def _broken(folder: Path, how: str) -> None:
+    if how == "half-bundle-json":
+        text = (folder / "bundle.json").read_text()
+        (folder / "bundle.json").write_text(text[: len(text) // 2])
+    else:
+        blob = (folder / "heads.safetensors").read_bytes()
+        (folder / "heads.safetensors").write_bytes(blob[: len(blob) // 2])
+
+
+@pytest.mark.parametrize("how", ["half-bundle-json", "truncated-weights"])
+def test_serve_with_a_broken_bundle_is_one_line_and_exit_1(tmp_path: Path, capsys, how):
+    from manyheads.cli import main
+
+    folder = tmp_path / "b"
+    b = Bundle(trunk="hashing", cache=None)
+    b.fit_head("t", ["a b", "c d", "e f", "g h"] * 5, ["x", "y"] * 10)
+    b.save(folder)
+    _broken(folder, how)
+    assert main(["serve", "-b", str(folder), "--port", str(free_port())]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("manyheads: error: ") and err.count("\n") == 1, err
+
+
+def test_serve_checks_its_port_before_loading_or_announcing(tmp_path: Path, capsys):
+    import socket
+
+    from manyheads.cli import main
+
+    assert main(["serve", "-b", str(tmp_path / "none"), "--port", "99999"]) == 1
+    assert capsys.readouterr().err == (
+        "manyheads: error: --port must be between 1 and 65535, got 99999\n"
+    )
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "-b", "content", "--port", str(port)]) == 1
+        err = capsys.readouterr().err
+    assert err.startswith(f"manyheads: error: cannot listen on 127.0.0.1:{port}: "), err
+    assert "serving" not in err and err.count("\n") == 1
 
 
 def test_api_key_file_is_checked(tmp_path: Path):
@@ -618,3 +661,17 @@ def test_micro_batcher_hands_a_failed_pass_to_its_callers_only():
             await batcher.stop()
 
     asyncio.run(main())
+
+
+def test_writes_to_the_builtin_bundle_are_refused(start_server, tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text(KEY + "\n")
+    srv = start_server(Path("content"), "--api-key-file", str(keys))
+    body = {"texts": ["a", "b", "c", "d"], "labels": ["x", "y", "x", "y"]}
+    for res in (
+        httpx.delete(srv.url + "/v1/heads/risk", headers=_auth()),
+        httpx.post(srv.url + "/v1/heads/new/train", json=body, headers=_auth(), timeout=60),
+    ):
+        assert res.status_code == 409, res.text
+        assert "the built-in bundle 'content' is read-only" in res.json()["error"]["message"]
+    assert "risk" in httpx.get(srv.url + "/readyz").json()["heads"]

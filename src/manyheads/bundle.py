@@ -21,6 +21,7 @@ merged and is refused (:class:`~manyheads.errors.BundleConflictError`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gzip
 import hashlib
@@ -40,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import __version__
-from ._io import atomic_write_bytes, atomic_write_text, describe_os_error
+from ._io import atomic_write_bytes, atomic_write_text, describe_os_error, staged_dir
 from ._text import unicode_problem
 from .cache import EmbeddingCache
 from .data import split_indices
@@ -80,6 +81,8 @@ __all__ = [
     "HeadSummary",
     "bundle_folder",
     "bundle_tiers",
+    "check_writable",
+    "copy_bundle",
 ]
 
 FORMAT_VERSION = 1
@@ -96,18 +99,20 @@ def builtin_root() -> Path:
 def bundle_folder(path: str | os.PathLike[str], tier: int | None = None) -> Path:
     """The folder :meth:`Bundle.load` reads for ``path`` and ``tier``.
 
-    A name in :data:`BUILTIN_BUNDLES` (``"content"``) that is not itself a
-    bundle folder is the built-in bundle of that name. ``tier``: a tier of a
-    byte bundle other than its own is its sub-bundle ``tiers/<tier>/``.
+    A name (a ``str``) in :data:`BUILTIN_BUNDLES` (``"content"``) is the
+    built-in bundle of that name, always; a bundle folder of that name is
+    written as a path (``"./content"``, or a :class:`~pathlib.Path`).
+    ``tier``: a tier of a byte bundle other than its own is its sub-bundle
+    ``tiers/<tier>/``.
     """
     folder = Path(path)
     name = os.fspath(path)
-    if name in BUILTIN_BUNDLES and not has_bundle(folder):
+    if isinstance(path, str) and name in BUILTIN_BUNDLES:
         folder = builtin_root() / name
         if not has_bundle(folder):
             raise BundleError(
-                f"the built-in bundle {name!r} is not installed ({folder} has no {BUNDLE_JSON}), "
-                f"and ./{name} holds no bundle; give a bundle folder"
+                f"the built-in bundle {name!r} is not installed ({folder} has no {BUNDLE_JSON}); "
+                f"a bundle folder of that name is written as a path: ./{name}"
             )
     if tier is None:
         return folder
@@ -126,6 +131,51 @@ def bundle_folder(path: str | os.PathLike[str], tier: int | None = None) -> Path
         tiers = ", ".join(str(t) for t in bundle_tiers(folder))
         raise ConfigError(f"the bundle at {folder} has no tier {tier}; its tiers: {tiers}")
     return sub
+
+
+def builtin_name(folder: str | os.PathLike[str]) -> str | None:
+    """The name of the built-in bundle ``folder`` is (or lies inside), else None."""
+    root = os.path.realpath(builtin_root())
+    where = os.path.realpath(folder)
+    if where != root and not where.startswith(root + os.sep):
+        return None
+    rel = os.path.relpath(where, root).split(os.sep)[0]
+    return rel if rel != "." else ""
+
+
+def check_writable(folder: str | os.PathLike[str]) -> None:
+    """Refuse to write into a built-in bundle (it ships inside the package)."""
+    name = builtin_name(folder)
+    if name is not None:
+        shown = name or "models"
+        raise BundleError(
+            f"the built-in bundle {shown!r} is read-only (it ships inside the package, at "
+            f"{Path(folder)}); make a copy to change: manyheads copy {shown} DIR, then use -b DIR"
+        )
+
+
+def copy_bundle(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Copy the bundle ``source`` (a folder, or a built-in bundle's name) whole, with
+    its tiers and kept data, to the new or empty folder ``out``: a bundle folder like
+    any other, free to change. The copy appears complete or not at all."""
+    import shutil
+
+    src = bundle_folder(source)
+    out = Path(out)
+    check_writable(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"cannot copy to {out}: it exists and is not an empty folder")
+    if os.path.realpath(out).startswith(os.path.realpath(src) + os.sep):
+        raise BundleError(f"cannot copy {src} into itself ({out})")
+    hidden = shutil.ignore_patterns(".*")  # the lock, other writers' temp files
+    try:
+        # no writer may change a folder while it is copied; a built-in one has none
+        lock = folder_lock(src) if builtin_name(src) is None else contextlib.nullcontext()
+        with lock, staged_dir(out) as work:
+            shutil.copytree(src, work, dirs_exist_ok=True, ignore=hidden)
+    except OSError as exc:
+        raise BundleError(f"cannot copy {src} to {out}: {describe_os_error(exc)}") from None
+    return out
 
 
 def bundle_tiers(folder: str | os.PathLike[str]) -> list[int]:
@@ -1145,6 +1195,7 @@ class Bundle:
         holds with this bundle instead.
         """
         folder = Path(path)
+        check_writable(folder)
         if folder.exists() and not folder.is_dir():
             raise BundleError(f"cannot save the bundle to {folder}: it is a file, not a folder")
         try:

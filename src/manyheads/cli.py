@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from . import workflows
-from .bundle import BUILTIN_BUNDLES
+from .bundle import BUILTIN_BUNDLES, copy_bundle
 from .errors import ManyheadsError
+from .store import has_bundle
 
 app = typer.Typer(
     name="manyheads",
@@ -27,14 +28,38 @@ app = typer.Typer(
 heads_app = typer.Typer(help="List or remove the heads of a bundle.", no_args_is_help=True)
 app.add_typer(heads_app, name="heads")
 
-BundleOpt = Annotated[Path, typer.Option("--bundle", "-b", help="Bundle folder.")]
+
+def _bundle_note(value: str | None) -> str | None:
+    """Say which bundle answers when a built-in name is also a folder here."""
+    name = workflows.DEFAULT_BUNDLE if value is None else value
+    if name in BUILTIN_BUNDLES and has_bundle(Path(name)):
+        typer.echo(
+            f"manyheads: note: {name!r} is the built-in bundle; the bundle folder ./{name} "
+            f"here is used when written as a path: -b ./{name}",
+            err=True,
+        )
+    return value
+
+
+# a string, not a Path: "./content" (a folder) and "content" (the built-in) differ
+BundleOpt = Annotated[
+    str,
+    typer.Option(
+        "--bundle",
+        "-b",
+        help=f"Bundle folder (a built-in bundle by name: {', '.join(BUILTIN_BUNDLES)}).",
+        callback=_bundle_note,
+    ),
+]
 AnyBundleOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--bundle",
         "-b",
         help=f"Bundle folder, or a built-in bundle: {', '.join(BUILTIN_BUNDLES)} "
-        f"(default: {workflows.DEFAULT_BUNDLE}).",
+        f"(default: {workflows.DEFAULT_BUNDLE}); a folder named like one is written "
+        "as a path (./content).",
+        callback=_bundle_note,
     ),
 ]
 TierOpt = Annotated[
@@ -420,6 +445,17 @@ def export(
     typer.echo(f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''})")
 
 
+@app.command("copy")
+def copy(
+    source: Annotated[str, typer.Argument(help="Bundle folder, or a built-in bundle's name.")],
+    out: Annotated[Path, typer.Argument(help="New (or empty) folder to write.")],
+) -> None:
+    """Copy a bundle whole (tiers and kept training data too), e.g. the read-only
+    built-in bundle, into a folder of your own to change."""
+    folder = copy_bundle(source, out)
+    typer.echo(f"copied {source} to {folder}")
+
+
 @app.command()
 def serve(
     bundle: AnyBundleOpt = None,
@@ -488,11 +524,13 @@ def serve(
     (PUT/DELETE /v1/heads/NAME, POST /v1/heads/NAME/train), /metrics, a playground at /."""
     from .bundle import bundle_folder
     from .errors import require
-    from .serve import ServeConfig, create_app, load_api_keys
-    from .store import has_bundle
+    from .serve import ServeConfig, check_listen, create_app, load_api_keys
 
     uvicorn = require("uvicorn", "serve")
-    name = bundle or Path(workflows.DEFAULT_BUNDLE)
+    check_listen(host, port)  # before loading anything, and before announcing
+    if max_connections < 1:
+        raise ManyheadsError(f"--max-connections must be a positive integer, got {max_connections}")
+    name = bundle or workflows.DEFAULT_BUNDLE
     folder = bundle_folder(name, tier)
     if not has_bundle(folder):
         raise ManyheadsError(f"no bundle at {folder} (missing bundle.json)")
@@ -515,9 +553,7 @@ def serve(
         tier=tier,
     )
     cache = workflows._cache_arg(cache_dir, no_cache)
-    app_ = create_app(name, config, cache=cache)
-    if max_connections < 1:
-        raise ManyheadsError(f"--max-connections must be a positive integer, got {max_connections}")
+    app_ = create_app(name, config, cache=cache, preload=True)
     typer.echo(f"manyheads: serving {folder} on http://{host}:{port}", err=True)
     # idle keep-alive connections stay open 75 s (uvicorn's default is 5 s): a client
     # reusing a pooled connection just as the server closes it sees a reset

@@ -298,7 +298,10 @@ def export_bundle(
     from .trunks.transformer import TransformerTrunk
 
     require("onnx", "onnx")
+    from .bundle import check_writable
+
     out = Path(out)
+    check_writable(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"cannot export to {out}: it exists and is not an empty folder")
     if not bundle.heads:

@@ -22,6 +22,7 @@ from .bundle import (
     HeadSummary,
     bundle_folder,
     check_head_name,
+    check_writable,
 )
 from .cache import EmbeddingCache
 from .data import Dataset, LabelSpec, iter_texts, load_dataset
@@ -250,7 +251,8 @@ def train_report(
         raise ConfigError(f"--trunk-epochs must be a positive integer, got {trunk_epochs!r}")
     if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool)):
         raise ConfigError(f"--tier must be an integer, got {tier!r}")
-    folder = Path(bundle_path)
+    folder = bundle_folder(bundle_path)  # a built-in bundle by name: refused just below
+    check_writable(folder)  # before reading the file: a built-in bundle is read-only
     exists = has_bundle(folder)
     new_byte = trunk == "byte" and not exists
     if not new_byte and (trunk_epochs is not None or byte_config is not None):
@@ -563,6 +565,7 @@ def finetune_file(
     specs = _task_specs(tasks)
     dataset = _read_tasks(data, specs, text_field, group_field, label_sep)
     folder = bundle_folder(bundle_path)
+    check_writable(folder)
     if not has_bundle(folder):
         raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
     # the trunk changes: no other writer may save in between (they wait, then find

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .app import ServeConfig, create_app
+from .app import ServeConfig, check_listen, create_app
 from .auth import load_api_keys
 from .batcher import MicroBatcher
 from .payload import head_from_json, head_to_json
@@ -10,6 +10,7 @@ from .payload import head_from_json, head_to_json
 __all__ = [
     "MicroBatcher",
     "ServeConfig",
+    "check_listen",
     "create_app",
     "head_from_json",
     "head_to_json",

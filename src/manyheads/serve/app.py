@@ -125,6 +125,23 @@ def _read_generation(folder: Path) -> str | None:
     return gen if isinstance(gen, str) else None
 
 
+def check_listen(host: str, port: int) -> None:
+    """Refuse a port outside 1-65535, or an address this process cannot listen on
+    (in use, not ours), in one line, before anything is loaded or announced."""
+    import socket
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be between 1 and 65535, got {port!r}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def _warm(bundle: Any) -> None:
     """Build the trunk and run it once, so the first request pays nothing."""
     if bundle.heads:
@@ -150,6 +167,7 @@ class Service:
         self.batcher: MicroBatcher | None = None
         self.write_lock: asyncio.Lock | None = None
         self._failed_generation: str | None = None
+        self._preloaded: Any = None
         self.metrics = ServiceMetrics(
             queue_depth=lambda: self.batcher.depth if self.batcher else 0,
             n_heads=lambda: len(self.bundle.heads) if self.bundle is not None else 0,
@@ -157,17 +175,24 @@ class Service:
 
     # -- lifecycle ---------------------------------------------------------
 
-    async def start(self) -> None:
+    def preload(self) -> None:
+        """Load and warm the bundle now (before the server starts), so a broken bundle
+        is a one-line error of the caller's, not a failed start-up."""
+        self._preloaded = self._load()
+
+    def _load(self) -> Any:
         from ..bundle import Bundle
 
-        bundle = await asyncio.to_thread(
-            Bundle.load,
-            self.path,
-            cache=self.cache,
-            tier=self.config.tier,
-            limits=self.config.limits,
+        bundle = Bundle.load(
+            self.path, cache=self.cache, tier=self.config.tier, limits=self.config.limits
         )
-        await asyncio.to_thread(_warm, bundle)
+        _warm(bundle)
+        return bundle
+
+    async def start(self) -> None:
+        bundle, self._preloaded = self._preloaded, None
+        if bundle is None:
+            bundle = await asyncio.to_thread(self._load)
         assert bundle.path is not None
         self.path = bundle.path  # a built-in bundle's folder, a tier's sub-bundle
         self._serve(bundle)
@@ -202,6 +227,9 @@ class Service:
             current = self.bundle
 
             def work() -> tuple[Any, Any]:
+                from ..bundle import check_writable
+
+                check_writable(self.path)  # a built-in bundle: before any work
                 new = current.copy()
                 result = fn(new)
                 new.save(self.path)
@@ -386,10 +414,12 @@ def create_app(
     config: ServeConfig | None = None,
     *,
     cache: Any = _DEFAULT_CACHE,
+    preload: bool = False,
     **options: Any,
 ) -> Any:
     """The service for the bundle at ``bundle_path`` (loaded once, in the lifespan;
-    a built-in bundle's name works too, see ``Bundle.load``).
+    a built-in bundle's name works too, see ``Bundle.load``). ``preload=True`` loads
+    and warms it here instead, so a broken bundle raises before any server starts.
 
     ``config`` (or its fields as keyword arguments) sets limits, batching, API
     keys, ``watch`` and ``tier``; ``cache`` is the embedding cache used to train heads.
@@ -408,7 +438,11 @@ def create_app(
         config = ServeConfig(**options)
     elif options:
         raise ConfigError("give either config or keyword options, not both")
-    service = Service(Path(bundle_path), config, cache)
+    from ..bundle import bundle_folder
+
+    service = Service(bundle_folder(bundle_path), config, cache)
+    if preload:
+        service.preload()
     window = config.long_texts == "window"
     models = _models()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -77,3 +78,19 @@ def check_texts(texts: Sequence[str]) -> list[str]:
         if problem is not None:
             raise DataError(f"text #{i} {problem}")
     return out
+
+
+def load_tokenizer_file(path: Path) -> Any:
+    """A ``tokenizers`` tokenizer from its ``tokenizer.json`` (no truncation, no
+    padding); an unreadable or malformed file is one line naming it."""
+    from ..errors import ManyheadsError, require
+
+    tokenizers = require("tokenizers", "transformers")
+    try:
+        tok = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises plain Exception for a bad file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ManyheadsError(f"cannot read the tokenizer {path}: {first}") from None
+    tok.no_truncation()
+    tok.no_padding()
+    return tok

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
-from .base import check_texts
+from .base import check_texts, load_tokenizer_file
 from .windows import token_windows
 
 EMBEDDING = "embedding"
@@ -310,12 +310,10 @@ class OnnxTrunk:
             self._graph = graph
 
     def _open(self, spread: str) -> _Graph:
-        tokenizers = require("tokenizers", "onnx")
+        require("tokenizers", "onnx")
         threads = 1 if spread == "texts" else self.threads
         session = open_session(self.folder / self.file, self.sha256, threads=threads)
-        tok = tokenizers.Tokenizer.from_file(str(self.folder / self.tokenizer_file))
-        tok.no_truncation()
-        tok.no_padding()
+        tok = load_tokenizer_file(self.folder / self.tokenizer_file)
         meta = session.get_modelmeta().custom_metadata_map
         return _Graph(
             session=session,

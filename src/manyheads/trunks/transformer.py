@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
-from .base import check_texts, config_fingerprint, l2_normalise
+from .base import check_texts, config_fingerprint, l2_normalise, load_tokenizer_file
 from .windows import special_span, token_windows
 
 __all__ = ["TransformerTrunk", "minilm_path", "special_span"]
@@ -141,19 +141,17 @@ class TransformerTrunk:
 
     @staticmethod
     def _load_tokenizer(model_dir: Path) -> Any:
-        tokenizers = require("tokenizers", "transformers")
         tok_file = model_dir / "tokenizer.json"
         if tok_file.is_file():
-            tok = tokenizers.Tokenizer.from_file(str(tok_file))
-        else:
-            transformers = require("transformers", "transformers")
-            try:
-                hf = transformers.AutoTokenizer.from_pretrained(
-                    str(model_dir), local_files_only=True, use_fast=True
-                )
-            except (OSError, ValueError) as exc:
-                raise ManyheadsError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
-            tok = hf.backend_tokenizer
+            return load_tokenizer_file(tok_file)
+        transformers = require("transformers", "transformers")
+        try:
+            hf = transformers.AutoTokenizer.from_pretrained(
+                str(model_dir), local_files_only=True, use_fast=True
+            )
+        except (OSError, ValueError) as exc:
+            raise ManyheadsError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
+        tok = hf.backend_tokenizer
         tok.no_truncation()
         tok.no_padding()
         return tok
