@@ -430,3 +430,17 @@ def test_empty_and_blank_texts_get_no_label_from_any_head(trained: Bundle):
         assert blank["role"] == {"labels": [], "scores": {}}
     assert trained.predict([""], heads=["role"]) == [{"role": {"labels": [], "scores": {}}}]
     assert trained.predict(["", "x" * 50], max_chars=20)[0]["section"]["label"] is None
+
+
+def test_a_string_and_a_number_that_read_the_same_are_refused():
+    b = Bundle(trunk=HashingTrunk(dim=64), cache=None)
+    texts = [f"text {i}" for i in range(8)]
+    with pytest.raises(
+        DataError, match=r"label #0 is 1 and label #1 is '1': a string and a number"
+    ):
+        b.fit_head("n", texts, [1, "1", 2, "2"] * 2)
+    with pytest.raises(
+        DataError, match=r"label #0 is '1' and label #2 is 1: a string and a number"
+    ):
+        b.fit_head("m", texts, [["a", "1"], ["b"], [1], []] * 2, kind="multilabel")
+    b.fit_head("ok", texts, [1, 2, 3, 4] * 2)  # one type: fine

@@ -286,3 +286,10 @@ def test_predict_answers_empty_text_with_no_label(capsys):
         answer = json.loads(line)
         assert answer["risk"] == {"labels": [], "scores": {}}
         assert answer["kind"]["label"] is None and answer["language"]["label"] is None
+
+
+def test_version(capsys):
+    import manyheads
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"manyheads {manyheads.__version__}\n"

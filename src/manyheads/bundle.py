@@ -368,6 +368,22 @@ def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
                 "(a string or number) per text"
                 + ("; use kind 'multilabel' for lists" if isinstance(label, list) else "")
             )
+    _check_one_spelling(name, labels)
+
+
+def _check_one_spelling(name: str, labels: Sequence[Any]) -> None:
+    """Refuse a string and a number that read the same (``1`` and ``"1"``): they would
+    be two classes that every answer prints alike."""
+    seen: dict[str, tuple[Any, int]] = {}
+    for i, label in enumerate(labels):
+        for value in label if isinstance(label, list | tuple | set | frozenset) else [label]:
+            first, at = seen.setdefault(str(value), (value, i))
+            if isinstance(first, str) != isinstance(value, str):
+                raise DataError(
+                    f"head {name!r}: label #{at} is {first!r} and label #{i} is {value!r}: "
+                    "a string and a number that read the same would be two classes; "
+                    "give every label as the same type"
+                )
 
 
 def _check_max_chars(max_chars: Any) -> int:

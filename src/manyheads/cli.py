@@ -29,6 +29,26 @@ heads_app = typer.Typer(help="List or remove the heads of a bundle.", no_args_is
 app.add_typer(heads_app, name="heads")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"manyheads {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """One shared encoder, many small heads: train, evaluate and run text classifiers."""
+
+
 def _bundle_note(value: str | None) -> str | None:
     """Say which bundle answers when a built-in name is also a folder here."""
     name = workflows.DEFAULT_BUNDLE if value is None else value
@@ -232,7 +252,10 @@ def train(
         ),
     ] = None,
     label_sep: LabelSepOpt = ",",
-    val_fraction: Annotated[float, typer.Option("--val-fraction")] = 0.2,
+    val_fraction: Annotated[
+        float,
+        typer.Option("--val-fraction", help="Share of rows held out to validate each head."),
+    ] = 0.2,
     c: Annotated[
         str,
         typer.Option(
@@ -260,7 +283,10 @@ def train(
             "validation split: accuracy (default) or f1.",
         ),
     ] = "accuracy",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the split and of training (same seed, same heads)."),
+    ] = 0,
     max_labels: MaxLabelsOpt = 1000,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
@@ -320,7 +346,10 @@ def finetune(
     text_field: TextFieldOpt = "text",
     group_field: Annotated[str | None, typer.Option("--group-field")] = None,
     label_sep: LabelSepOpt = ",",
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the split and of training (same seed, same heads)."),
+    ] = 0,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:
