@@ -54,7 +54,7 @@ from .errors import (
     UnknownHeadError,
 )
 from .heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record
-from .heads.record import HeadLimits, check_label_values
+from .heads.record import HeadLimits, check_label_values, label_problem
 from .store import (
     BUNDLE_JSON,
     DATA_DIR,
@@ -64,6 +64,7 @@ from .store import (
     collect_garbage,
     folder_lock,
     has_bundle,
+    read_document,
     read_folder,
 )
 
@@ -195,10 +196,10 @@ def bundle_tiers(folder: str | os.PathLike[str]) -> list[int]:
 
 def _trunk_spec(folder: Path) -> dict[str, Any]:
     """The trunk spec a bundle folder names (read without loading the bundle)."""
-    found = read_folder(folder)
-    if found is None:
+    doc = read_document(folder)  # the weights file's header only, not its tensors
+    if doc is None:
         raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
-    trunk = found.doc.get("trunk")
+    trunk = doc.get("trunk")
     spec = trunk.get("spec") if isinstance(trunk, dict) else None
     if not isinstance(spec, dict):
         raise BundleError(f"{folder / BUNDLE_JSON}: 'trunk' needs name, fingerprint, dim and spec")
@@ -348,10 +349,13 @@ def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
     a label is valid Unicode text, a finite number or a boolean."""
     for i, label in enumerate(labels):
         for value in label if isinstance(label, list | tuple | set | frozenset) else [label]:
-            if isinstance(value, str) and unicode_problem(value) is not None:
-                raise DataError(f"head {name!r}: label #{i} {unicode_problem(value)}")
-            if isinstance(value, float | np.floating) and not np.isfinite(value):
-                raise DataError(f"head {name!r}: label #{i} is {value!r}, not a finite number")
+            # text and numbers are judged as every label is; other types get the
+            # kind-specific messages below
+            if isinstance(value, np.floating):
+                value = float(value)
+            problem = label_problem(value) if isinstance(value, str | float) else None
+            if problem is not None:
+                raise DataError(f"head {name!r}: label #{i} {problem}")
         if kind == "multilabel":
             ok = isinstance(label, str) or (
                 isinstance(label, (list, tuple, set, frozenset))

@@ -41,6 +41,7 @@ __all__ = [
     "collect_garbage",
     "folder_lock",
     "has_bundle",
+    "read_document",
     "read_folder",
 ]
 
@@ -113,19 +114,29 @@ class OnDisk:
         return gen if isinstance(gen, str) else None
 
 
-def _safetensors_metadata(blob: bytes, where: Path) -> dict[str, str]:
-    """The ``__metadata__`` of a safetensors blob (its JSON header)."""
+def _header_metadata(header: bytes, where: Path) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors file from its first bytes (8-byte length,
+    then the JSON header)."""
     try:
-        if len(blob) < 8:
+        if len(header) < 8:
             raise ValueError("file too short")
-        n = int.from_bytes(blob[:8], "little")
-        header = json.loads(blob[8 : 8 + n])
-        meta = header.get("__metadata__") or {}
+        n = int.from_bytes(header[:8], "little")
+        if len(header) < 8 + n:
+            raise ValueError("header cut short")
+        meta = json.loads(header[8 : 8 + n]).get("__metadata__") or {}
         if not isinstance(meta, dict):
             raise ValueError("its metadata is not an object")
     except (ValueError, UnicodeDecodeError, AttributeError) as exc:
         raise BundleError(f"cannot read {where}: not a safetensors file ({exc})") from None
     return {str(k): str(v) for k, v in meta.items()}
+
+
+def _read_header(path: Path) -> bytes:
+    """The length and JSON header of the safetensors file ``path`` (not its tensors)."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else 0
+        return head + fh.read(min(n, 100_000_000))
 
 
 def _parse_doc(text: str, where: str) -> dict[str, Any]:
@@ -147,14 +158,46 @@ def has_bundle(folder: str | os.PathLike[str]) -> bool:
     if not (folder / HEADS_FILE).is_file():
         return False
     try:
-        with open(folder / HEADS_FILE, "rb") as fh:
-            head = fh.read(8)
-            n = int.from_bytes(head, "little") if len(head) == 8 else 0
-            header = fh.read(min(n, 100_000_000))
-        meta = json.loads(header).get("__metadata__") or {}
-    except (OSError, ValueError, AttributeError):
+        return "bundle_json" in _header_metadata(_read_header(folder / HEADS_FILE), folder)
+    except (OSError, BundleError):
         return False
-    return isinstance(meta, dict) and "bundle_json" in meta
+
+
+def _document(folder: Path, meta: dict[str, str] | None) -> dict[str, Any] | None:
+    """The document of ``folder``: ``bundle.json``, unless the weights file's metadata
+    ``meta`` carries a newer generation's copy; None if the folder holds neither."""
+    meta_file, heads_file = folder / BUNDLE_JSON, folder / HEADS_FILE
+    try:
+        text: str | None = meta_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleError(f"cannot read {meta_file}: {exc}") from None
+    doc = None if text is None else _parse_doc(text, str(meta_file))
+    found = meta or {}
+    copy = found.get("bundle_json")
+    if copy is not None and (doc is None or found.get("generation") != doc.get("generation")):
+        # the weights file is newer and carries the bundle.json it belongs to
+        doc = _parse_doc(copy, f"the copy of {BUNDLE_JSON} inside {heads_file}")
+    if doc is None and meta is not None:
+        raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
+    if doc is not None:
+        check_paths(doc, folder)
+    return doc
+
+
+def read_document(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The document ``folder`` holds now (as :func:`read_folder`), reading only the
+    weights file's header, not its tensors; None if it holds no bundle."""
+    folder = Path(folder)
+    try:
+        header: bytes | None = _read_header(folder / HEADS_FILE)
+    except FileNotFoundError:
+        header = None
+    except OSError as exc:
+        raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc.strerror or exc}") from None
+    meta = None if header is None else _header_metadata(header, folder / HEADS_FILE)
+    return _document(folder, meta)
 
 
 def read_folder(folder: str | os.PathLike[str]) -> OnDisk | None:
@@ -164,33 +207,16 @@ def read_folder(folder: str | os.PathLike[str]) -> OnDisk | None:
     is not a bundle's, and paths that leave the bundle (:func:`check_paths`).
     """
     folder = Path(folder)
-    meta_file, heads_file = folder / BUNDLE_JSON, folder / HEADS_FILE
+    heads_file = folder / HEADS_FILE
     try:
         blob: bytes | None = heads_file.read_bytes()
     except FileNotFoundError:
         blob = None
     except OSError as exc:
         raise BundleError(f"cannot read {heads_file}: {exc.strerror or exc}") from None
-    try:
-        text: str | None = meta_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BundleError(f"cannot read {meta_file}: {exc}") from None
-    doc = None if text is None else _parse_doc(text, str(meta_file))
-    if blob is not None:
-        meta = _safetensors_metadata(blob, heads_file)
-        copy = meta.get("bundle_json")
-        generation = meta.get("generation")
-        if copy is not None and (doc is None or generation != doc.get("generation")):
-            # the weights file is newer and carries the bundle.json it belongs to
-            doc = _parse_doc(copy, f"the copy of {BUNDLE_JSON} inside {heads_file}")
-    if doc is None:
-        if blob is None:
-            return None
-        raise BundleError(f"no bundle at {folder} (missing {BUNDLE_JSON})")
-    check_paths(doc, folder)
-    return OnDisk(doc=doc, blob=blob)
+    meta = None if blob is None else _header_metadata(blob, heads_file)
+    doc = _document(folder, meta)
+    return None if doc is None else OnDisk(doc=doc, blob=blob)
 
 
 # -- paths ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ __all__ = [
     "HeadLimits",
     "check_label_values",
     "check_record",
+    "label_problem",
 ]
 
 KINDS = ("multiclass", "binary", "multilabel")
@@ -81,17 +82,18 @@ class HeadLimits:
             )
 
 
-def _label_ok(value: Any) -> str | None:
-    """Why ``value`` cannot be a label (None when it can)."""
+def label_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a label, as the end of a sentence ("is ...", "holds
+    ..."); None when it can. The one judgement of a label value."""
     if isinstance(value, bool | int):
         return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else "a non-finite number"
+        return None if math.isfinite(value) else f"is {value!r}, not a finite number"
     if isinstance(value, str):
         if not value:
-            return "an empty string"
+            return "is an empty string"
         return unicode_problem(value)
-    return f"a {type(value).__name__}; a label is a string, number or boolean"
+    return f"is a {type(value).__name__}; a label is a string, number or boolean"
 
 
 def check_label_values(labels: Any, where: str = "head") -> list[Any]:
@@ -99,9 +101,9 @@ def check_label_values(labels: Any, where: str = "head") -> list[Any]:
     if not isinstance(labels, list):
         raise DataError(f"{where}: 'labels' must be a list, got {type(labels).__name__}")
     for i, label in enumerate(labels):
-        problem = _label_ok(label)
+        problem = label_problem(label)
         if problem is not None:
-            raise DataError(f"{where}: label #{i} ({str(label)[:40]!r}) is {problem}")
+            raise DataError(f"{where}: label #{i} ({str(label)[:40]!r}) {problem}")
     keys = [(type(v).__name__, v) for v in labels]
     if len(set(keys)) != len(keys) or len(set(labels)) != len(labels):
         raise DataError(f"{where}: 'labels' holds the same label twice")
