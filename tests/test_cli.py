@@ -273,7 +273,7 @@ def test_train_defaults_to_minilm_tfidf_auto_C_accuracy_thresholds(capsys, tmp_p
     )
     assert code == 0, err
     doc = json.loads((bundle / "bundle.json").read_text())
-    assert doc["trunk"]["name"] == "minilm+hashing"
+    assert doc["trunk"]["name"] == "minilm+tfidf"
     assert doc["trunk"]["spec"]["type"] == "composite"
     assert doc["heads"]["section"]["params"]["C"] == "auto"
     assert doc["heads"]["role"]["params"]["thresholds"] == "accuracy"
@@ -293,3 +293,72 @@ def test_version(capsys):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"manyheads {manyheads.__version__}\n"
+
+
+def test_one_name_for_one_trunk(capsys, tmp_path, data_file):
+    """A trunk is stored under the name it is given by (tfidf, a+b, a@1+b@0.5), a retrain
+    naming it again is accepted, and a bundle that wrote the tfidf preset as "hashing"
+    reads back as "tfidf"."""
+    from manyheads import Bundle
+
+    bundle = tmp_path / "b"
+    _train(capsys, data_file, bundle, "--task", "section", "--trunk", "tfidf")
+    doc = json.loads((bundle / "bundle.json").read_text())
+    assert doc["trunk"]["name"] == "tfidf"
+    _train(capsys, data_file, bundle, "--task", "again=section", "--trunk", "tfidf")
+    assert set(Bundle.load(bundle, cache=None).heads) == {"section", "again"}
+    code, _, err = run(
+        capsys, "train", data_file, "-b", bundle, "--task", "x=section", "--trunk", "hashing"
+    )
+    assert code == 1 and "uses trunk 'tfidf'" in err
+    doc["trunk"]["name"] = "hashing"  # as bundles of earlier versions wrote it
+    (bundle / "bundle.json").write_text(json.dumps(doc))
+    assert Bundle.load(bundle, cache=None).trunk_name == "tfidf"
+    assert Bundle(trunk="hashing+tfidf@0.5", cache=None).trunk_name == "hashing@1+tfidf@0.5"
+    assert Bundle(trunk={"type": "hashing", "dim": 512}, cache=None).trunk_name == "hashing"
+
+
+def test_predict_on_a_terminal_is_compact_json_when_asked(capsys, monkeypatch, tmp_path, data_file):
+    bundle = tmp_path / "b"
+    _train(capsys, data_file, bundle, "--task", "section", "--task", "role:multilabel")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    code, out, err = run(capsys, "predict", "-b", bundle, "a python library", "", "x" * 80)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith('  1  "a python library"') and "section: " in lines[0]
+    assert "role: " in lines[0] and "{" not in lines[0]
+    assert "section: -" in lines[1] and "role: -" in lines[1]  # empty text: no answer
+    assert '"' + "x" * 37 + '..."' in lines[2]
+    for args in (["--json"], ["--scores", "all"]):
+        code, out, _ = run(capsys, "predict", "-b", bundle, "a python library", *args)
+        assert set(json.loads(out)) == {"section", "role"}
+    code, out, _ = run(capsys, "predict", "-b", bundle, "a python library", "--scores", "top")
+    top = json.loads(out)
+    for answer in top.values():
+        values = list(answer["scores"].values())
+        assert 1 <= len(values) <= 5 and values == sorted(values, reverse=True)
+    assert top["section"]["label"] == next(iter(top["section"]["scores"]))
+    code, out, _ = run(capsys, "predict", "-b", bundle, "a python library", "--scores", "none")
+    none = json.loads(out)
+    assert "scores" not in none["section"] and "score" in none["section"]
+    assert set(none["role"]) == {"labels"}
+    code, _, err = run(capsys, "predict", "-b", bundle, "x", "--scores", "best")
+    assert code == 1 and "scores must be one of all, top, none, got 'best'" in err
+
+
+def test_help_fits_80_columns_and_names_values(monkeypatch, capsys):
+    """Every description is wrapped whole at 80 columns (nothing cut off with '…'), and
+    option values are named (--bundle BUNDLE), not typed (<bool>, <str>)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    commands = ["train", "finetune", "eval", "predict", "export", "copy", "serve"]
+    for command in [[c] for c in commands] + [["heads", "rm"], ["heads", "list"], []]:
+        code, out, _ = run(capsys, *command, "--help")
+        assert code == 0, command
+        assert "…" not in out and "<bool>" not in out, (command, out)
+        options = [line for line in out.splitlines() if line.lstrip().startswith("-")]
+        assert not [line for line in options if "<" in line.split("  ")[1]], (command, out)
+        assert max(len(line) for line in out.splitlines()) <= 80, command
+    _, out, _ = run(capsys, "train", "--help")
+    assert "NAME[=FIELD][:KIND]" in out and "--val-fraction VAL_FRACTION" in out
+    assert "--no-cache " in out and "--seed SEED" in out

@@ -50,7 +50,7 @@ def test_composite_concatenates_weighted_unit_vectors(tiny_model_dir: Path):
     dense = TransformerTrunk(tiny_model_dir)
     hashing = HashingTrunk(dim=64)
     trunk = CompositeTrunk([dense, hashing], [1.0, 0.5])
-    assert trunk.dim == 32 + 64 and trunk.name.endswith("+hashing")
+    assert trunk.dim == 32 + 64 and trunk.name.endswith("@1+hashing@0.5")
     X = trunk.encode_features(TEXTS)
     assert sp.issparse(X)
     dense_x = trunk.encode(TEXTS)

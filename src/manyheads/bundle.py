@@ -70,7 +70,7 @@ from .store import (
 
 if TYPE_CHECKING:
     from .heads.linear import LinearHead
-from .trunks import CompositeTrunk, Trunk, check_spec, load_trunk
+from .trunks import CompositeTrunk, Trunk, check_spec, load_trunk, spec_name
 from .trunks.base import check_texts
 
 __all__ = [
@@ -1696,7 +1696,8 @@ class Bundle:
         bundle._trunk_state = {
             key[len("trunk/") :]: arr for key, arr in tensors.items() if key.startswith("trunk/")
         }
-        bundle._trunk_ref = dict(ref)
+        # one name for one trunk: older bundles wrote the tfidf preset as "hashing"
+        bundle._trunk_ref = {**ref, "name": spec_name(ref["spec"]) or ref["name"]}
         bundle._cache_arg = cache
         bundle._cache = None
         bundle._state = _State()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from . import workflows
 from .bundle import BUILTIN_BUNDLES, copy_bundle
@@ -24,8 +25,13 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # plain help: wraps every description at the terminal's width (no cut-off cells,
+    # no type column that calls a flag <bool>)
+    rich_markup_mode=None,
 )
-heads_app = typer.Typer(help="List or remove the heads of a bundle.", no_args_is_help=True)
+heads_app = typer.Typer(
+    help="List or remove the heads of a bundle.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(heads_app, name="heads")
 
 
@@ -61,6 +67,11 @@ def _bundle_note(value: str | None) -> str | None:
     return value
 
 
+TASK_HELP = (
+    "A head to train: NAME[=FIELD][:KIND], FIELD defaulting to NAME and KIND to "
+    "multiclass (or binary, multilabel), e.g. topic, lang=language, tags:multilabel; "
+    "repeat for more heads."
+)
 # a string, not a Path: "./content" (a folder) and "content" (the built-in) differ
 BundleOpt = Annotated[
     str,
@@ -209,7 +220,7 @@ def train(
     bundle: BundleOpt,
     task: Annotated[
         list[str],
-        typer.Option("--task", "-t", help="NAME[=FIELD][:multiclass|binary|multilabel]; repeat."),
+        typer.Option("--task", "-t", help=TASK_HELP),
     ],
     text_field: TextFieldOpt = "text",
     group_field: Annotated[
@@ -328,7 +339,7 @@ def finetune(
     bundle: BundleOpt,
     task: Annotated[
         list[str],
-        typer.Option("--task", "-t", help="NAME[=FIELD][:multiclass|binary|multilabel]; repeat."),
+        typer.Option("--task", "-t", help=TASK_HELP),
     ],
     epochs: Annotated[int, typer.Option("--epochs", help="Fine-tuning epochs.")] = 2,
     max_length: Annotated[
@@ -427,6 +438,26 @@ def eval_(
     typer.echo(_table(rows, ["head", "kind", "n", "accuracy", "macro_f1", "micro_f1", "ece"]))
 
 
+def _answer_cell(name: str, answer: dict[str, Any]) -> str:
+    """``head: label 0.98``, ``head: a 0.91, b 0.62`` (multilabel), ``head: -`` (none)."""
+    if "labels" in answer:
+        scores = answer.get("scores", {})
+        picked = [
+            f"{lab} {scores[lab]:.2f}" if lab in scores else str(lab) for lab in answer["labels"]
+        ]
+        return f"{name}: {', '.join(picked) or '-'}"
+    if answer["label"] is None:
+        return f"{name}: -"
+    return f"{name}: {answer['label']} {answer['score']:.2f}"
+
+
+def _compact(number: int, text: str, answer: dict[str, Any]) -> str:
+    """One line per text for a terminal: its number, its start, each head's answer."""
+    preview = json.dumps(text[:37] + ("..." if len(text) > 37 else ""), ensure_ascii=False)
+    cells = "  ".join(_answer_cell(n, a) for n, a in answer.items())
+    return f"{number:>3}  {preview:<42}  {cells}"
+
+
 @app.command()
 def predict(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify.")] = None,
@@ -444,9 +475,25 @@ def predict(
     tier: TierOpt = None,
     max_chars: MaxCharsOpt = 100_000,
     long_texts: LongTextsOpt = "refuse",
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="JSON lines even on a terminal (always when the output is piped)."
+        ),
+    ] = False,
+    scores: Annotated[
+        str | None,
+        typer.Option(
+            "--scores",
+            help="Class scores in the JSON lines: all (default), top (the best five) or "
+            "none; implies --json.",
+        ),
+    ] = None,
 ) -> None:
-    """Print one JSON line per text: every head's answer (a file is read as it goes)."""
-    for answer in workflows.predict_texts(
+    """Answer each text with every head: one compact line per text on a terminal, one
+    JSON line per text when piped or with --json (a file is read as it goes)."""
+    as_json = as_json or scores is not None or not sys.stdout.isatty()
+    rows = workflows.predict_rows(
         bundle or workflows.DEFAULT_BUNDLE,
         texts or [],
         input_file=input_file,
@@ -455,8 +502,11 @@ def predict(
         tier=tier,
         max_chars=max_chars,
         long_texts=long_texts,
-    ):
-        typer.echo(json.dumps(answer, ensure_ascii=False))
+        scores=scores or "all",
+    )
+    for number, (text, answer) in enumerate(rows, 1):
+        line = json.dumps(answer, ensure_ascii=False) if as_json else _compact(number, text, answer)
+        typer.echo(line)
 
 
 @app.command("export")
@@ -648,10 +698,30 @@ def heads_rm(
     typer.echo(f"removed head {name!r} from {bundle}")
 
 
+def _command() -> TyperGroup:
+    """The click command of ``app``, every value shown in help as its name (``--bundle
+    BUNDLE``, ``DATA``), not as a Python type."""
+    command = typer.main.get_command(app)
+    assert isinstance(command, TyperGroup)
+
+    def name_values(cmd: TyperCommand | TyperGroup) -> None:
+        for param in cmd.params:
+            flag = isinstance(param, TyperOption) and param.is_flag
+            if not flag and param.name:
+                param.metavar = param.name.upper()
+        if isinstance(cmd, TyperGroup):
+            for sub in cmd.commands.values():
+                if isinstance(sub, TyperCommand | TyperGroup):
+                    name_values(sub)
+
+    name_values(command)
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning library errors into one line and exit code 1."""
     try:
-        app(args=argv, prog_name="manyheads", standalone_mode=False)
+        _command().main(args=argv, prog_name="manyheads", standalone_mode=False)
     except ManyheadsError as exc:
         typer.echo(f"manyheads: error: {exc}", err=True)
         return 1

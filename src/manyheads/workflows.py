@@ -28,6 +28,7 @@ from .cache import EmbeddingCache
 from .data import Dataset, LabelSpec, iter_texts, load_dataset
 from .errors import BundleError, ConfigError, DataError
 from .heads import KINDS
+from .heads.fused import check_scores, trim_scores
 from .heads.record import HeadLimits
 from .store import folder_lock, has_bundle
 from .trunks import load_trunk
@@ -45,6 +46,7 @@ __all__ = [
     "list_heads",
     "open_bundle",
     "parse_task",
+    "predict_rows",
     "predict_texts",
     "remove_head",
     "train_file",
@@ -295,7 +297,8 @@ def train_report(
             )
         if trunk not in (None, "byte"):
             wanted = load_trunk(trunk)
-            if wanted.fingerprint != bundle.trunk_fingerprint:
+            same = wanted.spec() == bundle.trunk_reference["spec"]  # fitted parts: same settings
+            if not same and wanted.fingerprint != bundle.trunk_fingerprint:
                 raise ConfigError(
                     f"bundle {folder} uses trunk {bundle.trunk_name!r} (fingerprint "
                     f"{bundle.trunk_fingerprint}); --trunk {trunk!r} has fingerprint "
@@ -633,6 +636,15 @@ LONG_TEXTS = ("refuse", "window")
 
 
 def predict_texts(
+    bundle_path: str | Path, texts: Sequence[str] = (), **options: Any
+) -> Iterator[dict[str, Any]]:
+    """Answers for the given texts, then the texts of a file, in order: the answers of
+    :func:`predict_rows` without their texts."""
+    for _, answer in predict_rows(bundle_path, texts, **options):
+        yield answer
+
+
+def predict_rows(
     bundle_path: str | Path,
     texts: Sequence[str] = (),
     *,
@@ -643,9 +655,11 @@ def predict_texts(
     tier: int | None = None,
     max_chars: int = 100_000,
     long_texts: str = "refuse",
-) -> Iterator[dict[str, Any]]:
-    """Answers for the given texts, then the texts of a file, in order, read and answered
-    a batch at a time (``tier``: a byte bundle's heads at that tier).
+    scores: str = "all",
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(text, answer)`` for the given texts, then the texts of a file, in order, read
+    and answered a batch at a time (``tier``: a byte bundle's heads at that tier;
+    ``scores``: each head's class scores ``all``, the ``top`` five, or ``none``).
 
     A text longer than ``max_chars`` is refused (``long_texts="refuse"``: a
     :class:`DataError` naming it, after the answers before it) or read in pieces of
@@ -658,6 +672,7 @@ def predict_texts(
         raise ConfigError(f"max_chars must be a positive integer, got {max_chars!r}")
     if not texts and input_file is None:
         raise ConfigError("nothing to predict: give TEXT arguments or --input FILE")
+    check_scores(scores)
     bundle = open_bundle(bundle_path, no_cache=True, tier=tier)
     names = bundle.resolve_heads(heads)
     window = max_chars if long_texts == "window" else None
@@ -668,11 +683,16 @@ def predict_texts(
         if input_file is not None:
             yield from iter_texts(input_file, text_field=text_field)
 
+    def answered(batch: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        answers = bundle.predict(batch, heads=names, max_chars=window)
+        for text, answer in zip(batch, answers, strict=True):
+            yield text, trim_scores(answer, scores)
+
     batch: list[str] = []
     chars = 0
     for where, text in located():
         if window is None and len(text) > max_chars:
-            yield from bundle.predict(batch, heads=names)
+            yield from answered(batch)
             raise DataError(
                 f"{where} has {len(text)} characters, over the limit of {max_chars} "
                 "(raise the limit, or read long texts in pieces: the window mode)"
@@ -680,10 +700,10 @@ def predict_texts(
         batch.append(text)
         chars += len(text)
         if len(batch) >= batch_size or chars >= 4 * max_chars:
-            yield from bundle.predict(batch, heads=names, max_chars=window)
+            yield from answered(batch)
             batch, chars = [], 0
     if batch:
-        yield from bundle.predict(batch, heads=names, max_chars=window)
+        yield from answered(batch)
 
 
 def list_heads(bundle_path: str | Path) -> list[dict[str, Any]]:

@@ -20,10 +20,22 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from .record import KINDS, check_record
 
-__all__ = ["KINDS", "FusedHeads", "HeadSpec", "decode", "spec_from_record"]
+__all__ = [
+    "KINDS",
+    "SCORES",
+    "FusedHeads",
+    "HeadSpec",
+    "check_scores",
+    "decode",
+    "spec_from_record",
+    "trim_scores",
+]
+
+SCORES = ("all", "top", "none")
+TOP_SCORES = 5
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -160,6 +172,30 @@ def decode(spec: HeadSpec, proba: np.ndarray) -> list[dict[str, Any]]:
         {"label": labels[k], "score": ps[k], "scores": dict(zip(labels, ps, strict=True))}
         for k, ps in zip(positive, rounded, strict=True)
     ]
+
+
+def check_scores(scores: Any) -> str:
+    """Refuse (one line) a ``scores`` choice other than all, top and none."""
+    if scores not in SCORES:
+        raise ConfigError(f"scores must be one of {', '.join(SCORES)}, got {scores!r}")
+    return str(scores)
+
+
+def trim_scores(answer: Mapping[str, Any], scores: str) -> dict[str, Any]:
+    """One text's answers (``{head: answer}``) with their ``scores`` kept whole (``all``),
+    cut to the best five classes, highest first (``top``), or left out (``none``; a
+    single-label head keeps its ``score``)."""
+    check_scores(scores)
+    if scores == "all":
+        return dict(answer)
+    out: dict[str, Any] = {}
+    for name, one in answer.items():
+        kept = {k: v for k, v in one.items() if k != "scores"}
+        if scores == "top":
+            best = sorted(one.get("scores", {}).items(), key=lambda kv: -kv[1])
+            kept["scores"] = dict(best[:TOP_SCORES])
+        out[name] = kept
+    return out
 
 
 class FusedHeads:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ManyheadsError
 from .base import Trunk, l2_normalise
-from .composite import CompositeTrunk, encode_features
+from .composite import CompositeTrunk, composite_name, encode_features
 from .transformer import TransformerTrunk, minilm_path
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = [
     "l2_normalise",
     "load_trunk",
     "minilm_path",
+    "spec_name",
 ]
 
 TRUNK_NAMES = ("minilm", "hashing", "tfidf")
@@ -126,6 +127,37 @@ def check_spec(spec: Any) -> dict[str, Any]:
         for part in parts:
             check_spec(part)
     return options
+
+
+def _hashing_name(options: dict[str, Any]) -> str:
+    """``tfidf`` / ``hashing`` for a hashing trunk with a named configuration's settings."""
+    defaults = {k: v for k, v in _defaults("hashing").items() if k != "batch_size"}
+    given = {k: v for k, v in options.items() if k != "batch_size"}
+    given["ngram_range"] = list(given.get("ngram_range", [1, 4]))
+    for name, preset in _HASHING_PRESETS.items():
+        want = {**defaults, "ngram_range": [1, 4], **preset}
+        want["ngram_range"] = list(want["ngram_range"])
+        want["signed"] = bool(want["signed"]) and not want["idf"]
+        if {**want, **given} == want:
+            return name
+    return "hashing"
+
+
+def spec_name(spec: dict[str, Any]) -> str | None:
+    """The name a trunk spec is written as (``minilm+tfidf``; ``load_trunk`` builds the same
+    spec from it); ``None`` for a spec no name gives (a model folder, a graph)."""
+    kind = spec.get("type")
+    options = {k: v for k, v in spec.items() if k not in ("type", "version")}
+    if kind == "minilm":
+        return "minilm"
+    if kind == "hashing":
+        return _hashing_name(options)
+    if kind == "composite":
+        names = [spec_name(p) for p in options.get("parts", [])]
+        if any(n is None for n in names):
+            return None
+        return composite_name([str(n) for n in names], options.get("weights"))
+    return None
 
 
 def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:

@@ -1,6 +1,6 @@
 """A composite trunk: the weighted concatenation of several trunks' vectors.
 
-``minilm+hashing`` joins a pretrained encoder (meaning) with a character
+``minilm+tfidf`` joins a pretrained encoder (meaning) with a character
 n-gram trunk (surface form). Each part's vector is L2-normalised, multiplied
 by its weight, and the concatenation is scaled back to unit length. Parts that
 are fitted on training texts (a hashing trunk with idf) are fitted once, when
@@ -24,6 +24,13 @@ from ..errors import ConfigError
 from .base import Trunk, check_texts
 
 
+def composite_name(names: list[str], weights: list[float] | None) -> str:
+    """``a+b``, or ``a@1+b@0.5`` when the parts are weighted differently."""
+    if not weights or len(set(weights)) == 1:
+        return "+".join(names)
+    return "+".join(f"{n}@{w:g}" for n, w in zip(names, weights, strict=True))
+
+
 class CompositeTrunk:
     """Concatenation of ``parts`` with per-part ``weights``."""
 
@@ -38,7 +45,7 @@ class CompositeTrunk:
             raise ConfigError(f"trunk part weights must be positive, got {weights}")
         self.parts = parts
         self.weights = weights
-        self.name = "+".join(p.name for p in parts)
+        self.name = composite_name([p.name for p in parts], weights)
         self._scale = [w / float(np.sqrt(sum(x * x for x in weights))) for w in weights]
 
     @property

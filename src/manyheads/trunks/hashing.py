@@ -66,7 +66,6 @@ class HashingTrunk:
             raise ConfigError(f"ngram_range must satisfy 1 <= lo <= hi <= 10, got {ngram_range!r}")
         if analyzer not in _ANALYZERS:
             raise ConfigError(f"analyzer must be one of {_ANALYZERS}, got {analyzer!r}")
-        self.name = "hashing"
         self._dim = dim
         self.ngram_range = (int(lo), int(hi))
         self.analyzer = analyzer
@@ -85,6 +84,9 @@ class HashingTrunk:
         )
         self.idf_: np.ndarray | None = None
         self._fingerprint: str | None = None
+        from . import spec_name
+
+        self.name = spec_name(self.spec()) or "hashing"  # "tfidf" for that configuration
 
     def _config(self) -> dict[str, Any]:
         return {
