@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .hashing import HashingTrunk
 
 __all__ = [
+    "HASHING_PRESETS",
     "TRUNK_NAMES",
     "CompositeTrunk",
     "HashingTrunk",
@@ -35,7 +36,7 @@ __all__ = [
 TRUNK_NAMES = ("minilm", "hashing", "tfidf")
 
 # named hashing configurations
-_HASHING_PRESETS: dict[str, dict[str, Any]] = {
+HASHING_PRESETS: dict[str, dict[str, Any]] = {
     "hashing": {},
     # TF-IDF without a vocabulary: character 1-5-grams, sublinear tf, idf fitted on training texts
     "tfidf": {"dim": 2**14, "ngram_range": (1, 5), "idf": True},
@@ -129,20 +130,6 @@ def check_spec(spec: Any) -> dict[str, Any]:
     return options
 
 
-def _hashing_name(options: dict[str, Any]) -> str:
-    """``tfidf`` / ``hashing`` for a hashing trunk with a named configuration's settings."""
-    defaults = {k: v for k, v in _defaults("hashing").items() if k != "batch_size"}
-    given = {k: v for k, v in options.items() if k != "batch_size"}
-    given["ngram_range"] = list(given.get("ngram_range", [1, 4]))
-    for name, preset in _HASHING_PRESETS.items():
-        want = {**defaults, "ngram_range": [1, 4], **preset}
-        want["ngram_range"] = list(want["ngram_range"])
-        want["signed"] = bool(want["signed"]) and not want["idf"]
-        if {**want, **given} == want:
-            return name
-    return "hashing"
-
-
 def spec_name(spec: dict[str, Any]) -> str | None:
     """The name a trunk spec is written as (``minilm+tfidf``; ``load_trunk`` builds the same
     spec from it); ``None`` for a spec no name gives (a model folder, a graph)."""
@@ -151,7 +138,12 @@ def spec_name(spec: dict[str, Any]) -> str | None:
     if kind == "minilm":
         return "minilm"
     if kind == "hashing":
-        return _hashing_name(options)
+        from .hashing import HashingTrunk
+
+        try:
+            return HashingTrunk(**options).name
+        except ConfigError:
+            return None  # a bad spec has no name; building its trunk says what is wrong
     if kind == "composite":
         names = [spec_name(p) for p in options.get("parts", [])]
         if any(n is None for n in names):
@@ -262,10 +254,10 @@ def _from_name(name: str) -> Trunk:
         return CompositeTrunk(parts, weights)
     if name == "minilm":
         return _from_spec({"type": "minilm"})
-    if name in _HASHING_PRESETS:
+    if name in HASHING_PRESETS:
         from .hashing import HashingTrunk
 
-        return HashingTrunk(**_HASHING_PRESETS[name])
+        return HashingTrunk(**HASHING_PRESETS[name])
     path = Path(name).expanduser()
     if path.is_dir():
         return TransformerTrunk(path)

@@ -32,7 +32,8 @@ class Trunk(Protocol):
         rebuilds the same trunk (stored in ``bundle.json``).
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     @property
     def dim(self) -> int: ...

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -84,9 +85,18 @@ class HashingTrunk:
         )
         self.idf_: np.ndarray | None = None
         self._fingerprint: str | None = None
-        from . import spec_name
 
-        self.name = spec_name(self.spec()) or "hashing"  # "tfidf" for that configuration
+    @cached_property
+    def name(self) -> str:
+        """The named configuration this trunk has the settings of (``tfidf``), else
+        ``hashing``."""
+        from . import HASHING_PRESETS
+
+        mine = self._config()
+        for name, preset in HASHING_PRESETS.items():
+            if HashingTrunk(**preset)._config() == mine:
+                return name
+        return "hashing"
 
     def _config(self) -> dict[str, Any]:
         return {
