@@ -21,10 +21,16 @@ trained on the train part and scored on the test part:
   bundle's, C auto) trained on a random 12,000 rows of the train part (the
   trunk encodes ~100 texts/s here), scored on a random 6,000 test rows.
 
-Scores: code_language accuracy (all rows; code rows only), language accuracy on
-real (not generated) texts of >= 20 characters (the bar: 95%) and on all real
-ones, kind accuracy, risk micro-F1 and per-label F1, the share of real clean
-texts given any risk label.
+``--against FOLDER`` scores another content bundle (an earlier build) at its
+largest tier on the same rows, side by side.
+
+Scores (``content_data.score``): code_language accuracy (all rows; code rows
+only), language accuracy on real (not generated) natural-language texts of >= 20
+characters and on all real ones, the share of code / config / data / log rows
+answered ``zxx`` (all, and per kind), kind accuracy, risk micro-F1 and per-label
+F1, the share of real clean texts given any risk label; per snippet type (SQL,
+Markdown, YAML, scripts opening with a licence comment) the accuracy of kind and
+code_language and the zxx share; the answers to a few pasted examples.
 """
 
 from __future__ import annotations
@@ -50,49 +56,23 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import content_data as cd  # noqa: E402
 
 HEADS = {"code_language": "multiclass", "language": "multiclass", "kind": "multiclass"}
+# what a new user pastes (the snippets that had wrong answers)
+EXAMPLES = [
+    "SELECT * FROM users;",
+    "# Install\n\nRun `pip install foo`, then:\n\n```\nfoo --help\n```\n",
+    "name: build\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n",
+    "#!/bin/sh\n# Copyright (C) 2020 Free Software Foundation, Inc.\n#\n# This program is free"
+    " software; you can redistribute it and/or modify\n# it under the terms of the GNU General"
+    " Public License.\n\nset -e\n",
+    "2024-05-01T12:00:03Z INFO worker[12]: job 8812 done in 1.3s",
+    '{"id": 12, "name": "widget", "tags": ["a", "b"]}',
+    "hello",
+]
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh]
-
-
-def score(rows: list[dict[str, Any]], pred: dict[str, list[Any]]) -> dict[str, Any]:
-    """``pred``: per head, one answer per row (a label; a list of labels for risk)."""
-    from sklearn.metrics import accuracy_score, f1_score
-
-    out: dict[str, Any] = {}
-    if "code_language" in pred:
-        p = pred["code_language"]
-        code = [i for i, r in enumerate(rows) if r["kind"] == "code"]
-        out["code_language"] = accuracy_score([r["code_language"] for r in rows], p)
-        out["code_language_on_code"] = accuracy_score(
-            [rows[i]["code_language"] for i in code], [p[i] for i in code]
-        )
-    if "language" in pred:
-        p = pred["language"]
-        # real texts only: a generated row is mostly its secret
-        real = [i for i, r in enumerate(rows) if r["language"] and not r["generated"]]
-        long = [i for i in real if len(rows[i]["text"]) >= 20]
-        every = real
-        out["language_20"] = accuracy_score(
-            [rows[i]["language"] for i in long], [p[i] for i in long]
-        )
-        out["language_all"] = accuracy_score(
-            [rows[i]["language"] for i in every], [p[i] for i in every]
-        )
-    if "kind" in pred:
-        out["kind"] = accuracy_score([r["kind"] for r in rows], pred["kind"])
-    if "risk" in pred:
-        want = np.array([[k in r["risk"] for k in cd.RISKS] for r in rows])
-        got = np.array([[k in p for k in cd.RISKS] for p in pred["risk"]])
-        out["risk_micro_f1"] = f1_score(want, got, average="micro", zero_division=0)
-        out["risk_f1"] = {
-            k: f1_score(want[:, j], got[:, j], zero_division=0) for j, k in enumerate(cd.RISKS)
-        }
-        clean = [i for i, r in enumerate(rows) if not r["generated"] and not r["risk"]]
-        out["risk_false_alarms_real"] = float(np.mean([bool(pred["risk"][i]) for i in clean]))
-    return out
 
 
 def tfidf_lr(train: list[dict], test: list[dict], analyzer: str) -> tuple[dict, float]:
@@ -126,7 +106,7 @@ def tfidf_lr(train: list[dict], test: list[dict], analyzer: str) -> tuple[dict, 
         pred[name] = list(clf.predict(Xte))
         print(
             f"  tfidf {analyzer} {name}: {len(rows)} rows, {time.perf_counter() - t0:.0f} s: "
-            + json.dumps(score(test, {name: pred[name]})),
+            + json.dumps(cd.score(test, {name: pred[name]})),
             flush=True,
         )
     risk: list[list[str]] = [[] for _ in test]
@@ -144,9 +124,7 @@ def bundle_pred(bundle: Any, test: list[dict]) -> tuple[dict, float]:
     t0 = time.perf_counter()
     answers = bundle.predict([r["text"] for r in test])
     seconds = time.perf_counter() - t0
-    pred = {n: [a[n]["label"] for a in answers] for n in HEADS}
-    pred["risk"] = [a["risk"]["labels"] for a in answers]
-    return pred, seconds
+    return cd.answers_to_labels(answers), seconds
 
 
 def minilm(train: list[dict], val: list[dict], test: list[dict], n: int) -> tuple[dict, float]:
@@ -177,6 +155,14 @@ def main() -> None:
     ap.add_argument("--bundle", default="content")
     ap.add_argument("--minilm-train", type=int, default=12_000)
     ap.add_argument("--minilm-test", type=int, default=6_000)
+    ap.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        help="another content bundle folder (e.g. an earlier build) scored at its largest "
+        "tier beside --bundle (repeatable)",
+    )
+    ap.add_argument("--no-tfidf", action="store_true")
     ap.add_argument("--no-minilm", action="store_true")
     ap.add_argument("--word", action="store_true", help="also TF-IDF word n-grams + LR")
     ap.add_argument("--json")
@@ -196,17 +182,24 @@ def main() -> None:
     for tier in dict.fromkeys(tiers):
         b = main_bundle if tier == main_bundle.trunk.dim else Bundle.load(args.bundle, tier=tier)
         pred, sec = bundle_pred(b, part["test"])
-        systems[f"content (tier {tier})"] = {**score(part["test"], pred), "seconds": sec}
+        systems[f"content (tier {tier})"] = {**cd.score(part["test"], pred), "seconds": sec}
         print(f"content tier {tier}: done", flush=True)
-    for analyzer in ("char", "word") if args.word else ("char",):
+    examples: dict[str, Any] = {"content": main_bundle.predict(EXAMPLES)}
+    for other in args.against:
+        b = Bundle.load(Path(other), cache=None)
+        pred, sec = bundle_pred(b, part["test"])
+        systems[f"{other} (tier {b.trunk.dim})"] = {**cd.score(part["test"], pred), "seconds": sec}
+        examples[other] = b.predict(EXAMPLES)
+        print(f"{other}: done", flush=True)
+    for analyzer in () if args.no_tfidf else ("char", "word") if args.word else ("char",):
         pred, sec = tfidf_lr(part["train"], part["test"], analyzer)
-        systems[f"TF-IDF {analyzer} + LR"] = {**score(part["test"], pred), "seconds": sec}
+        systems[f"TF-IDF {analyzer} + LR"] = {**cd.score(part["test"], pred), "seconds": sec}
         print(f"tfidf {analyzer}: {sec:.0f} s", flush=True)
     if not args.no_minilm:
         test = random.Random(0).sample(part["test"], min(args.minilm_test, len(part["test"])))
         pred, sec = minilm(part["train"], part["val"], test, args.minilm_train)
         systems[f"minilm heads ({args.minilm_train} train, {len(test)} test rows)"] = {
-            **score(test, pred),
+            **cd.score(test, pred),
             "seconds": sec,
         }
     results["systems"] = systems
@@ -215,6 +208,7 @@ def main() -> None:
         ("code_language_on_code", "code_lang (code)"),
         ("language_20", "language >=20ch"),
         ("language_all", "language all"),
+        ("zxx", "zxx (code..log)"),
         ("kind", "kind"),
         ("risk_micro_f1", "risk micro-F1"),
         ("risk_false_alarms_real", "risk false alarms"),
@@ -222,6 +216,29 @@ def main() -> None:
     print(f"\n{'system':34s} " + " ".join(f"{c[1]:>17s}" for c in cols))
     for name, s in systems.items():
         print(f"{name:34s} " + " ".join(f"{s[c[0]]:17.3f}" for c in cols))
+    print("\nzxx by kind (share of held-out rows of each kind answered zxx)")
+    print(f"{'system':34s} " + " ".join(f"{k:>11s}" for k in cd.ZXX_KINDS))
+    for name, s in systems.items():
+        print(
+            f"{name:34s} " + " ".join(f"{s['zxx_by_kind'].get(k, 0):11.3f}" for k in cd.ZXX_KINDS)
+        )
+    print("\nsnippets (held-out; kind / code_language accuracy, zxx share)")
+    for kind in cd.SNIPPET_TYPES:
+        for name, s in systems.items():
+            got = s.get("snippets", {}).get(kind)
+            if got:
+                cells = ", ".join(f"{k} {v:.3f}" for k, v in got.items() if k != "n")
+                print(f"  {kind:16s} n={got['n']:<5d} {name:34s} {cells}")
+    print("\nexamples")
+    for i, text in enumerate(EXAMPLES):
+        print(f"  {text[:60]!r}")
+        for name, answers in examples.items():
+            a = answers[i]
+            print(
+                f"    {name:34s} kind {a['kind']['label']}, code_language "
+                f"{a['code_language']['label']}, language {a['language']['label']}"
+            )
+    results["examples"] = examples
     print("\nrisk F1 per label")
     print(f"{'system':34s} " + " ".join(f"{k:>11s}" for k in cd.RISKS))
     for name, s in systems.items():

@@ -26,9 +26,8 @@ import gzip
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -57,56 +56,28 @@ TASKS = {
 
 
 def evaluate(bundle: Bundle, rows: list[dict]) -> dict:
-    """Per-head test scores (language also on texts of >= 20 characters)."""
-    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+    """Per-head test scores (:func:`content_data.score`)."""
+    answers = bundle.predict([r["text"] for r in rows])
+    return cd.score(rows, cd.answers_to_labels(answers))
 
-    texts = [r["text"] for r in rows]
-    answers = bundle.predict(texts)
-    out: dict = {}
-    for name in ("code_language", "kind"):
-        got = [a[name]["label"] for a in answers]
-        want = [r[name] for r in rows]
-        out[name] = {"accuracy": accuracy_score(want, got), "n": len(want)}
-    code = [i for i, r in enumerate(rows) if r["kind"] == "code"]
-    out["code_language"]["accuracy_on_code"] = accuracy_score(
-        [rows[i]["code_language"] for i in code],
-        [answers[i]["code_language"]["label"] for i in code],
-    )
-    # language: real texts only (a generated row is mostly its secret)
-    lang = [
-        i
-        for i, r in enumerate(rows)
-        if r["language"] is not None and len(r["text"]) >= 20 and not r["generated"]
-    ]
-    out["language"] = {
-        "accuracy_20_chars": accuracy_score(
-            [rows[i]["language"] for i in lang], [answers[i]["language"]["label"] for i in lang]
-        ),
-        "n_20_chars": len(lang),
-    }
-    every = [i for i, r in enumerate(rows) if r["language"] is not None and not r["generated"]]
-    out["language"]["accuracy_all"] = accuracy_score(
-        [rows[i]["language"] for i in every], [answers[i]["language"]["label"] for i in every]
-    )
-    risks = list(cd.RISKS)
-    clean = [i for i, r in enumerate(rows) if not r["generated"] and not r["risk"]]
-    want_m = np.array([[k in r["risk"] for k in risks] for r in rows])
-    got_m = np.array([[k in a["risk"]["labels"] for k in risks] for a in answers])
-    out["risk"] = {
-        "micro_f1": f1_score(want_m, got_m, average="micro", zero_division=0),
-        "per_label": {
-            k: {
-                "precision": precision_score(want_m[:, j], got_m[:, j], zero_division=0),
-                "recall": recall_score(want_m[:, j], got_m[:, j], zero_division=0),
-                "f1": f1_score(want_m[:, j], got_m[:, j], zero_division=0),
-            }
-            for j, k in enumerate(risks)
-        },
-        "false_alarm_rate_on_real_clean": float(
-            np.mean([bool(answers[i]["risk"]["labels"]) for i in clean])
-        ),
-    }
-    return out
+
+def head_rows(rows: list[dict], name: str, most: int | None, zxx_per_kind: int) -> list[dict]:
+    """The rows head ``name`` learns from, in their order: those with its label, at most
+    ``most`` (``None``: all); for ``language``, ``most`` natural-language rows and at
+    most ``zxx_per_kind`` rows labelled zxx of each kind (code, config, data, log: code
+    rows outnumber the others tenfold and would drown them)."""
+    labelled = [r for r in rows if r[name] is not None]
+    if name != "language":
+        return labelled[:most]
+    natural = [r for r in labelled if r[name] != cd.ZXX][:most]
+    taken: Counter[str] = Counter()
+    bare = []
+    for r in labelled:
+        if r[name] == cd.ZXX and taken[r["kind"]] < zxx_per_kind:
+            taken[r["kind"]] += 1
+            bare.append(r)
+    keep = {id(r) for r in natural + bare}
+    return [r for r in labelled if id(r) in keep]
 
 
 def head_names(option: str, value: str) -> list[str]:
@@ -171,12 +142,32 @@ def main(argv: list[str] | None = None) -> int:
         default="code_language,language",
         help="tasks whose labels a piece keeps (comma-separated; the others skip it)",
     )
+    p.add_argument(
+        "--snippets-per-type",
+        type=int,
+        default=2500,
+        help="snippet rows of each type (SQL, Markdown, YAML, licensed scripts) at most",
+    )
     p.add_argument("--head-rows", type=int, default=40_000)
+    p.add_argument(
+        "--zxx-per-kind",
+        type=int,
+        default=5000,
+        help="rows labelled zxx the language head learns from, at most, of each kind (code, "
+        "config, data, log), beside --head-rows natural-language rows",
+    )
     p.add_argument(
         "--all-rows-heads",
         default="code_language",
         help="heads fitted on every train row with their label, not --head-rows of them "
         "(comma-separated; code_language: only ~1 row in 5 is code)",
+    )
+    p.add_argument(
+        "--balanced-heads",
+        default="language",
+        help="heads fitted with balanced class weights (comma-separated; language: its "
+        "zxx rows outnumber each language's many times over, and unweighted they pull "
+        "short prose to zxx)",
     )
     p.add_argument(
         "--trunk-from",
@@ -205,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         return reexport(args.reexport, args.out)
     all_rows = set(head_names("--all-rows-heads", args.all_rows_heads))
     crop_tasks = head_names("--crop-tasks", args.crop_tasks)
+    balanced = set(head_names("--balanced-heads", args.balanced_heads))
     if args.trunk_from and args.trunk_from.resolve() == args.out.resolve():
         raise SystemExit("--trunk-from: give another --out folder than the bundle's own")
     if args.trunk_from and not (args.trunk_from / "SOURCES.json").is_file():
@@ -213,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     roots = [Path(r) for r in SYSTEM_ROOTS if Path(r).is_dir()]
     rows = cd.collect(
-        args.shared, roots, seed=args.seed, prose_per_language=args.prose_per_language
+        args.shared,
+        roots,
+        seed=args.seed,
+        prose_per_language=args.prose_per_language,
+        snippet_roots=[Path(r) for r in cd.SNIPPET_ROOTS if Path(r).is_dir()],
+        snippets_per_type=args.snippets_per_type,
     )
     if args.limit:
         rows = rows[: args.limit]
@@ -267,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         bundle = Bundle(trunk=trunk.with_tier(tier), cache=None)
         for name, kind in TASKS.items():
             # heads learn from at most --head-rows rows (C is searched on each: minutes)
-            tr = [r for r in train if r[name] is not None]
-            tr = tr if name in all_rows else tr[: args.head_rows]
+            tr = head_rows(
+                train, name, None if name in all_rows else args.head_rows, args.zxx_per_kind
+            )
             va = [r for r in part["val"] if r[name] is not None][: args.head_rows // 4]
             s = bundle.fit_head(
                 name,
@@ -279,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 val_labels=[r[name] for r in va],
                 C="auto",
                 thresholds="f1",
+                class_weight="balanced" if name in balanced else None,
                 keep_data=False,
             )
             print(f"tier {tier} head {name}: validation {s.metrics}", flush=True)
@@ -297,7 +296,10 @@ def main(argv: list[str] | None = None) -> int:
             **training,
             "prose_per_language": args.prose_per_language,
             "head_rows": args.head_rows,
+            "zxx_per_kind": args.zxx_per_kind,
+            "snippets_per_type": args.snippets_per_type,
             "all_rows_heads": sorted(all_rows),
+            "balanced_heads": sorted(balanced),
             "config": config.to_json(),
             "tier": main_tier,
         }

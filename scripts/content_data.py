@@ -23,6 +23,13 @@ is a real text. Every code text and half of the markup / config / data / log
 texts also give a short real piece of themselves (1-3 lines,
 :func:`short_piece`), same labels and group, so one line of code is learnt as
 code too.
+
+Texts with no natural language (code, config, data, log) answer ``language``
+``zxx`` (ISO 639-2 "no linguistic content"); markup is left unlabelled for
+``language`` (a manual page or a Markdown file is prose in markup, of any
+language). Snippets people paste (:func:`snippet_rows`): pieces of real SQL,
+Markdown, YAML files and scripts that open with a licence comment, found on the
+system, each row carrying its ``snippet`` type (``None`` for every other row).
 """
 
 from __future__ import annotations
@@ -40,8 +47,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 RISKS = ("private_key", "api_token", "jwt", "password", "email", "phone")
 KINDS = ("code", "prose", "markup", "config", "data", "log")
+ZXX = "zxx"  # ISO 639-2: no linguistic content
+ZXX_KINDS = ("code", "config", "data", "log")  # kinds whose texts answer language zxx
 
 # --------------------------------------------------------------------------- language
 # gettext locale -> ISO 639-1 where one exists (else the locale's own code);
@@ -200,18 +211,24 @@ def _chunks(text: str, rng: random.Random, count: int) -> list[str]:
     return out
 
 
-def system_files(roots: list[Path]) -> dict[str, list[Path]]:
-    found: dict[str, list[Path]] = defaultdict(list)
+def _files(roots: list[Path]) -> Iterator[Path]:
+    """The regular files under ``roots`` (no symbolic links, no hidden or ``__`` folders),
+    in a fixed order."""
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in sorted(dirnames) if not d.startswith((".", "__"))]
             for name in sorted(filenames):
                 path = Path(dirpath) / name
-                if not path.is_file() or path.is_symlink():
-                    continue
-                kind = _system_kind(path)
-                if kind is not None:
-                    found[kind].append(path)
+                if path.is_file() and not path.is_symlink():
+                    yield path
+
+
+def system_files(roots: list[Path]) -> dict[str, list[Path]]:
+    found: dict[str, list[Path]] = defaultdict(list)
+    for path in _files(roots):
+        kind = _system_kind(path)
+        if kind is not None:
+            found[kind].append(path)
     return found
 
 
@@ -432,6 +449,228 @@ def short_piece(row: dict[str, Any], rng: random.Random) -> dict[str, Any] | Non
     return {**row, "text": piece}
 
 
+# --------------------------------------------------------------------------- snippets
+SNIPPET_ROOTS = ["/usr/share", "/usr/lib", "/usr/bin", "/usr/sbin", "/usr/local", "/etc", "/opt"]
+SNIPPET_TYPES = ("sql", "markdown", "yaml", "licensed_script")
+# each snippet type's labels (a licensed script's code_language comes from its #! line)
+SNIPPET_LABELS: dict[str, dict[str, Any]] = {
+    "sql": {"kind": "code", "code_language": "sql", "language": ZXX},
+    "markdown": {"kind": "markup", "code_language": "none", "language": None},
+    "yaml": {"kind": "config", "code_language": "none", "language": ZXX},
+    "licensed_script": {"kind": "code", "language": ZXX},
+}
+_SHEBANG_LANGUAGES = {
+    "python": "python", "sh": "shell", "bash": "shell", "dash": "shell", "ksh": "shell",
+    "zsh": "shell", "perl": "perl", "ruby": "ruby", "tclsh": "tcl", "wish": "tcl",
+    "node": "javascript", "nodejs": "javascript",
+}  # fmt: skip
+_SCRIPT_SUFFIXES = {"", ".py", ".sh", ".bash", ".pl", ".rb", ".tcl", ".js"}
+_LICENCE = re.compile(
+    r"(?i)licen[cs]e|copyright|GNU (?:Lesser )?General Public|Permission is hereby granted"
+)
+
+
+def shebang_language(text: str) -> str | None:
+    """The code language of a script's ``#!`` line (``#!/usr/bin/env python3`` ->
+    python), ``None`` when it names no interpreter of the code corpus."""
+    if not text.startswith("#!"):
+        return None
+    words = text[2:].split("\n", 1)[0].split()
+    if words and words[0].endswith("/env"):
+        words = [w for w in words[1:] if not w.startswith("-")]
+    if not words:
+        return None
+    name = re.sub(r"[\d.]+$", "", words[0].rsplit("/", 1)[-1])
+    return _SHEBANG_LANGUAGES.get(name)
+
+
+def _snippet_type(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    if suffix == ".sql":
+        return "sql"
+    if suffix in (".md", ".markdown"):
+        return "markdown"
+    if suffix in (".yaml", ".yml"):
+        return "yaml"
+    # a script: a file with a script's suffix, or an executable one without a suffix
+    if suffix in _SCRIPT_SUFFIXES and (suffix or os.access(path, os.X_OK)):
+        try:
+            with open(path, "rb") as fh:
+                if fh.read(2) == b"#!":
+                    return "licensed_script"  # if its head names a licence (checked on read)
+        except OSError:
+            return None
+    return None
+
+
+def snippet_files(roots: list[Path], exclude: set[Path]) -> dict[str, list[Path]]:
+    """Files of each snippet type under ``roots`` (symbolic links and ``exclude`` left out)."""
+    found: dict[str, list[Path]] = defaultdict(list)
+    for path in _files(roots):
+        kind = None if path in exclude else _snippet_type(path)
+        if kind is not None:
+            found[kind].append(path)
+    return found
+
+
+def _piece(lines: list[str], start: int, count: int) -> str:
+    return "\n".join(lines[start : start + count]).strip("\n")[:1500]
+
+
+def snippet_pieces(text: str, kind: str, rng: random.Random, count: int) -> list[str]:
+    """Up to ``count`` pieces of a file as people paste them: 1-20 consecutive lines
+    (at least 12 non-blank characters); a licensed script's first piece is its head,
+    the ``#!`` line and licence comment with a few lines after it."""
+    lines = text.splitlines()
+    out: list[str] = []
+    if kind == "licensed_script":
+        out.append(_piece(lines, 0, rng.randint(6, 40)))
+    for _ in range(4 * count):
+        if len(out) >= count or not lines:
+            break
+        piece = _piece(lines, rng.randrange(len(lines)), rng.choice([1, 2, 3, 5, 8, 12, 20]))
+        if len(piece.strip()) >= 12 and piece not in out:
+            out.append(piece)
+    return out
+
+
+def _snippet_group(path: Path, kind: str, code_groups: set[str]) -> str:
+    """A snippet's group: its file's group in the code corpus when the file is there
+    (so a file's rows stay on one side of the split whichever gatherer read them),
+    else its folder (the YAML or Markdown files of one folder are alike), else the file."""
+    if f"code:{path}" in code_groups:
+        return f"code:{path}"
+    if kind in ("yaml", "markdown"):
+        return f"snippet:{path.parent}"
+    return f"snippet:{path}"
+
+
+def snippet_rows(
+    roots: list[Path],
+    rng: random.Random,
+    *,
+    exclude: set[Path],
+    code_groups: set[str],
+    per_type: int,
+    per_file: int,
+) -> list[dict[str, Any]]:
+    """Snippets of real SQL, Markdown, YAML files and scripts opening with a licence
+    comment (at most ``per_type`` rows of each, ``per_file`` of a file), labelled by
+    their type (:data:`SNIPPET_LABELS`)."""
+    rows = []
+    for kind, paths in sorted(snippet_files(roots, exclude).items()):
+        paths = list(paths)
+        rng.shuffle(paths)
+        got = 0
+        for path in paths:
+            if got >= per_type:
+                break
+            text = _read_text(path)
+            if not text or not text.strip():
+                continue
+            labels = dict(SNIPPET_LABELS[kind])
+            if kind == "licensed_script":
+                language = shebang_language(text)
+                if language is None or not _LICENCE.search(text[:3000]):
+                    continue
+                labels["code_language"] = language
+            for piece in snippet_pieces(text, kind, rng, min(per_file, per_type - got)):
+                rows.append(
+                    {
+                        "text": piece,
+                        "group": _snippet_group(path, kind, code_groups),
+                        "source": f"snippet:{path.parent}",
+                        "snippet": kind,
+                        **labels,
+                    }
+                )
+                got += 1
+    return rows
+
+
+def _mix_in(rows: list[dict[str, Any]], more: list[dict[str, Any]], rng: random.Random) -> list:
+    """``rows`` with ``more`` put in at random places (``rows`` keep their order)."""
+    at = set(rng.sample(range(len(rows) + len(more)), len(more)))
+    a, b = iter(rows), iter(more)
+    return [next(b) if i in at else next(a) for i in range(len(rows) + len(more))]
+
+
+# --------------------------------------------------------------------------- scores
+def answers_to_labels(answers: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """A bundle's answers as one list of labels per head (a list of labels for risk)."""
+    out = {n: [a[n]["label"] for a in answers] for n in ("code_language", "language", "kind")}
+    out["risk"] = [a["risk"]["labels"] for a in answers]
+    return out
+
+
+def _accuracy(rows: list[dict[str, Any]], pred: list[Any], field: str, idx: list[int]) -> Any:
+    if not idx:
+        return None
+    return sum(pred[i] == rows[i][field] for i in idx) / len(idx)
+
+
+def score(rows: list[dict[str, Any]], pred: dict[str, list[Any]]) -> dict[str, Any]:
+    """Test scores of one system. ``pred``: per head, one answer per row (a label; a
+    list of labels for risk); heads left out are not scored.
+
+    ``language_20`` / ``language_all``: accuracy on real (not generated: a generated
+    row is mostly its secret) natural-language rows of >= 20 characters / all;
+    ``zxx``: the share of code, config, data and log rows answered ``zxx`` (all of
+    them, generated and short pieces too), ``zxx_by_kind`` per kind; ``snippets``:
+    per snippet type, the accuracy of each head that labels it and its ``zxx`` share."""
+    out: dict[str, Any] = {}
+    everyone = list(range(len(rows)))
+    if "code_language" in pred:
+        p = pred["code_language"]
+        code = [i for i, r in enumerate(rows) if r["kind"] == "code"]
+        out["code_language"] = _accuracy(rows, p, "code_language", everyone)
+        out["code_language_on_code"] = _accuracy(rows, p, "code_language", code)
+    if "language" in pred:
+        p = pred["language"]
+        real = [
+            i for i, r in enumerate(rows) if r["language"] not in (None, ZXX) and not r["generated"]
+        ]
+        out["language_20"] = _accuracy(
+            rows, p, "language", [i for i in real if len(rows[i]["text"]) >= 20]
+        )
+        out["language_all"] = _accuracy(rows, p, "language", real)
+        bare = [i for i, r in enumerate(rows) if r["kind"] in ZXX_KINDS]
+        out["zxx"] = sum(p[i] == ZXX for i in bare) / max(len(bare), 1)
+        out["zxx_by_kind"] = {
+            kind: sum(p[i] == ZXX for i in of) / len(of)
+            for kind in ZXX_KINDS
+            if (of := [i for i in bare if rows[i]["kind"] == kind])
+        }
+    if "kind" in pred:
+        out["kind"] = _accuracy(rows, pred["kind"], "kind", everyone)
+    if "risk" in pred:
+        from sklearn.metrics import f1_score
+
+        want = np.array([[k in r["risk"] for k in RISKS] for r in rows])
+        got = np.array([[k in p for k in RISKS] for p in pred["risk"]])
+        out["risk_micro_f1"] = f1_score(want, got, average="micro", zero_division=0)
+        out["risk_f1"] = {
+            k: f1_score(want[:, j], got[:, j], zero_division=0) for j, k in enumerate(RISKS)
+        }
+        clean = [i for i, r in enumerate(rows) if not r["generated"] and not r["risk"]]
+        out["risk_false_alarms_real"] = float(np.mean([bool(pred["risk"][i]) for i in clean]))
+    snippets: dict[str, Any] = {}
+    for kind in SNIPPET_TYPES:
+        of = [i for i, r in enumerate(rows) if r.get("snippet") == kind]
+        if not of:
+            continue
+        got_type: dict[str, Any] = {"n": len(of)}
+        for head in ("kind", "code_language"):
+            if head in pred:
+                got_type[head] = _accuracy(rows, pred[head], head, of)
+        if "language" in pred and SNIPPET_LABELS[kind]["language"] == ZXX:
+            got_type["zxx"] = sum(pred["language"][i] == ZXX for i in of) / len(of)
+        snippets[kind] = got_type
+    if snippets:
+        out["snippets"] = snippets
+    return out
+
+
 # --------------------------------------------------------------------------- all of it
 def collect(
     shared: Path,
@@ -445,7 +684,13 @@ def collect(
     risk_fraction: float = 0.2,
     short_fraction: float = 0.5,
     short_code_fraction: float = 1.0,
+    snippet_roots: list[Path] | None = None,
+    snippets_per_type: int = 2500,
 ) -> list[dict[str, Any]]:
+    """Every labelled row (see the module's text). The rows from the shared corpora
+    and ``system_roots`` come first in a fixed order for one ``seed``; snippets found
+    under ``snippet_roots`` are put in among them with a generator of their own, so
+    adding them moves no other row."""
     rng = random.Random(seed)
     rows = code_rows(shared, rng, per_language=code_per_language)
     rows += prose_rows(shared, rng, min_texts=min_language_texts, per_language=prose_per_language)
@@ -467,6 +712,26 @@ def collect(
         kinds = rng.sample(RISKS, rng.choice([1, 1, 1, 2]))
         rows.append(with_secrets(host, kinds, rng))
     rng.shuffle(rows)
+    for r in rows:
+        r["snippet"] = None
+    if snippet_roots:
+        snippet_rng = random.Random(f"{seed}:snippets")
+        more = snippet_rows(
+            snippet_roots,
+            snippet_rng,
+            exclude={p for paths in system_files(system_roots).values() for p in paths},
+            code_groups={r["group"] for r in rows if r["source"] == "code"},
+            per_type=snippets_per_type,
+            per_file=5,
+        )
+        for r in more:
+            r["generated"] = False
+            r["risk"] = detect_risks(r["text"])
+        snippet_rng.shuffle(more)  # they come grouped by type
+        rows = _mix_in(rows, more, snippet_rng)
+    for r in rows:
+        if r["kind"] in ZXX_KINDS:
+            r["language"] = ZXX
     return rows
 
 
@@ -483,6 +748,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out[key] = dict(Counter(str(r[key]) for r in rows if r[key] is not None).most_common())
     out["risk_real"] = dict(Counter(k for r in rows if not r["generated"] for k in r["risk"]))
     out["risk_generated"] = dict(Counter(k for r in rows if r["generated"] for k in r["risk"]))
+    out["snippet"] = dict(Counter(r["snippet"] for r in rows if r.get("snippet")))
     out["source"] = dict(Counter(r["source"].split(":")[0] for r in rows))
     out["split"] = dict(Counter(split_of(r["group"]) for r in rows))
     return out

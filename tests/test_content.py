@@ -129,6 +129,107 @@ def test_locales_map_to_iso_codes():
     assert cd.iso_code("ast") == "ast"  # no ISO 639-1 code: kept as it is
 
 
+def test_a_scripts_first_line_names_its_code_language():
+    assert cd.shebang_language("#!/usr/bin/env python3\nprint(1)") == "python"
+    assert cd.shebang_language("#!/usr/bin/python3.11 -u\n") == "python"
+    assert cd.shebang_language("#! /bin/sh -e\n") == "shell"
+    assert cd.shebang_language("#!/usr/bin/env -S perl -w\n") == "perl"
+    assert cd.shebang_language("#!/usr/bin/nickle\n") is None  # not a corpus language
+    assert cd.shebang_language("import os\n") is None
+
+
+def _snippet_tree(root: Path) -> None:
+    (root / "db").mkdir(parents=True)
+    (root / "db" / "schema.sql").write_text(
+        "CREATE TABLE users (id int PRIMARY KEY, name text);\nSELECT * FROM users;\n"
+    )
+    (root / "doc").mkdir()
+    (root / "doc" / "README.md").write_text("# Title\n\nSome words about the tool.\n")
+    (root / "ci.yml").write_text("name: build\non: [push]\njobs:\n  test:\n    x: 1\n")
+    licensed = "#!/bin/sh\n# Copyright 2020 Someone\n# Licensed under the GPL\nset -e\necho hi\n"
+    for name, text in [("tool", licensed), ("plain", "#!/bin/sh\necho nothing to see\n")]:
+        (root / name).write_text(text)
+        (root / name).chmod(0o755)
+    (root / "not-run").write_text(licensed)  # no suffix and not executable: not a script
+    (root / "link.sql").symlink_to(root / "db" / "schema.sql")
+
+
+def test_snippets_are_found_by_type_and_labelled(tmp_path):
+    _snippet_tree(tmp_path)
+    rows = cd.snippet_rows(
+        [tmp_path],
+        random.Random(0),
+        exclude={tmp_path / "ci.yml"},
+        code_groups={f"code:{tmp_path / 'db' / 'schema.sql'}"},
+        per_type=10,
+        per_file=2,
+    )
+    by_type = {r["snippet"]: r for r in rows}
+    assert set(by_type) == {"sql", "markdown", "licensed_script"}  # ci.yml excluded
+    assert {r["source"] for r in rows if r["snippet"] == "sql"} == {f"snippet:{tmp_path / 'db'}"}
+    sql = by_type["sql"]
+    assert (sql["kind"], sql["code_language"], sql["language"]) == ("code", "sql", cd.ZXX)
+    assert sql["group"] == f"code:{tmp_path / 'db' / 'schema.sql'}"  # the code corpus's group
+    assert by_type["markdown"]["kind"] == "markup" and by_type["markdown"]["language"] is None
+    assert by_type["markdown"]["group"] == f"snippet:{tmp_path / 'doc'}"
+    scripts = [r for r in rows if r["snippet"] == "licensed_script"]
+    assert {r["group"] for r in scripts} == {f"snippet:{tmp_path / 'tool'}"}  # not 'plain'
+    assert scripts[0]["text"].startswith("#!/bin/sh\n# Copyright")  # its head comes first
+    assert scripts[0]["code_language"] == "shell" and scripts[0]["kind"] == "code"
+    assert len([r for r in rows if r["snippet"] == "sql"]) <= 2  # per_file, and no link
+    assert all(len(r["text"].strip()) >= 12 for r in rows)
+
+
+def test_mixing_in_rows_keeps_the_others_in_order():
+    rows = [{"i": i} for i in range(50)]
+    more = [{"m": i} for i in range(7)]
+    mixed = cd._mix_in(rows, more, random.Random(3))
+    assert [r for r in mixed if "i" in r] == rows and [r for r in mixed if "m" in r] == more
+    assert mixed[:7] != more  # put in among them, not in front
+
+
+def test_scores_count_zxx_and_snippets_apart_from_natural_language():
+    def row(text, kind, language, snippet=None, code_language="none"):
+        return {
+            "text": text, "kind": kind, "language": language, "snippet": snippet,
+            "code_language": code_language, "generated": False, "risk": [],
+        }  # fmt: skip
+
+    rows = [
+        row("Ein ganz normaler deutscher Satz.", "prose", "de"),
+        row("Une phrase française ordinaire ici.", "prose", "fr"),
+        row("SELECT * FROM users;", "code", cd.ZXX, "sql", "sql"),
+        row("key: value", "config", cd.ZXX, "yaml"),
+        row("2024-01-01 INFO started", "log", cd.ZXX),
+    ]
+    pred = {
+        "language": ["de", "de", cd.ZXX, "en", cd.ZXX],
+        "kind": ["prose", "prose", "code", "prose", "log"],
+        "code_language": ["none", "none", "cpp", "none", "none"],
+    }
+    got = cd.score(rows, pred)
+    assert got["language_20"] == 0.5 and got["language_all"] == 0.5  # zxx rows not counted
+    assert got["zxx"] == pytest.approx(2 / 3)
+    assert got["zxx_by_kind"] == {"code": 1.0, "config": 0.0, "log": 1.0}
+    assert got["snippets"]["sql"] == {"n": 1, "kind": 1.0, "code_language": 0.0, "zxx": 1.0}
+    assert got["snippets"]["yaml"] == {"n": 1, "kind": 0.0, "code_language": 1.0, "zxx": 0.0}
+
+
+def test_the_language_head_learns_from_capped_natural_and_zxx_rows():
+    import build_content_bundle as build
+
+    kinds = ["prose", "code", "code", "log", "code", "config"]
+    rows = [
+        {"language": cd.ZXX if kind != "prose" else "de", "kind": kind, "i": i}
+        for i, kind in enumerate(kinds * 3)
+    ] + [{"language": None, "kind": "markup", "i": 18}]
+    got = build.head_rows(rows, "language", 2, 2)
+    # 2 natural rows; 2 zxx rows of each kind at most; in their order
+    assert [r["i"] for r in got] == [0, 1, 2, 3, 5, 6, 9, 11]
+    assert [r["i"] for r in build.head_rows(rows, "kind", 3, 0)] == [0, 1, 2]
+    assert len(build.head_rows(rows, "kind", None, 0)) == 19
+
+
 def test_split_is_by_group_and_stable():
     assert cd.split_of("code:foo") == cd.split_of("code:foo")
     parts = [cd.split_of(f"g{i}") for i in range(2000)]
