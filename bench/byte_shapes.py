@@ -72,7 +72,8 @@ def main() -> None:
     from sklearn.metrics import accuracy_score, f1_score
     from sklearn.preprocessing import MultiLabelBinarizer
 
-    from manyheads.trunks.byte import ByteConfig, train_byte_trunk
+    from manyheads.train.byte import train_byte_trunk
+    from manyheads.trunks.byte import ByteConfig
 
     shapes = PRESETS[args.preset]
     if args.shape:

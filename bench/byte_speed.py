@@ -108,8 +108,8 @@ def main() -> None:
     from _common import machine, write_json
 
     from manyheads import Bundle
-    from manyheads.trunks import byte
-    from manyheads.trunks.byte import ByteConfig, ByteTrunk, _build_module
+    from manyheads.trunks.byte import ByteConfig, ByteTrunk
+    from manyheads.trunks.byte import model as byte
 
     texts = one_kb_texts(args.texts)
     assert all(len(t.encode()) <= 1024 for t in texts)
@@ -175,16 +175,16 @@ def main() -> None:
     shape_fns, params = {}, {}
     for name, change in VARIANTS.items():
         change = dict(change)
-        stem = change.pop("_stem", byte._STEM)
+        stem = change.pop("_stem", byte.STEM)
         cfg = ByteConfig.from_json({**config.to_json(), **change})
-        module = _build_module(cfg)
+        module = byte.build_module(cfg)
         state = {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}
         trunk = ByteTrunk(cfg, state=state)
-        default, byte._STEM = byte._STEM, stem
+        default, byte.STEM = byte.STEM, stem
         try:
             trunk.save_files(Path(tempfile.mkdtemp(prefix="byte-speed-")))
         finally:
-            byte._STEM = default
+            byte.STEM = default
         shape_fns[name] = lambda trunk=trunk: trunk.encode(texts)
         params[name] = sum(v.size for v in state.values())
     rates = round_robin(shape_fns, len(texts), args.rounds)

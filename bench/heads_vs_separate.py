@@ -151,7 +151,7 @@ def main() -> None:
             timings[f"bundle_{k}"] = min(timings[f"bundle_{k}"], time.perf_counter() - t)
     timings["separate_10"] = best_of(run_separate, 2)
     E = bundle.embed(texts, use_cache=False)
-    fused = bundle._state.fused
+    fused = bundle.fused_heads
     assert fused is not None
     heads_only = {
         k: best_of(lambda k=k: fused.predict(E, names[:k]), args.repeat) for k in (1, 5, 10)

@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import content_data as cd  # noqa: E402
 
 from manyheads import Bundle  # noqa: E402
-from manyheads.trunks.byte import BAG_INITS, ByteConfig, train_byte_trunk  # noqa: E402
+from manyheads.train.byte import train_byte_trunk  # noqa: E402
+from manyheads.trunks.byte import BAG_INITS, ByteConfig  # noqa: E402
 
 SYSTEM_ROOTS = [
     "/etc",

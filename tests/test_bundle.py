@@ -183,7 +183,7 @@ def test_crash_while_writing_weights_keeps_previous_bundle(trained, tmp_path, mo
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(manyheads.bundle, "atomic_write_bytes", boom)
+    monkeypatch.setattr(manyheads.bundle.files, "atomic_write_bytes", boom)
     with pytest.raises(BundleError, match="cannot save the bundle to .*: disk full"):
         trained.save(tmp_path / "b")
     assert Bundle.load(tmp_path / "b", cache=None).predict(TEXTS) == before
@@ -198,7 +198,7 @@ def test_crash_between_the_two_renames_loads_the_new_bundle(trained, tmp_path, m
     def boom(*args, **kwargs):
         raise OSError("power cut")
 
-    monkeypatch.setattr(manyheads.bundle, "atomic_write_text", boom)
+    monkeypatch.setattr(manyheads.bundle.files, "atomic_write_text", boom)
     with pytest.raises(BundleError, match="cannot save the bundle to .*: power cut"):
         trained.save(tmp_path / "b")
     loaded = Bundle.load(tmp_path / "b", cache=None)
@@ -340,7 +340,7 @@ def test_mlp_and_auto_heads_in_a_bundle(debian_rows, tmp_path, head_type):
 def test_unknown_head_type():
     b = Bundle(trunk=HashingTrunk(dim=64), cache=None)
     with pytest.raises(
-        manyheads.ConfigError, match="head type must be one of linear, mlp, auto; got 'tree'"
+        manyheads.ConfigError, match="head type must be one of linear, mlp, auto, got 'tree'"
     ):
         b.fit_head("h", ["a b", "c d", "e f", "g h"], ["1", "2", "1", "2"], head="tree")
 

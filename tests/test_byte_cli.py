@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import write_jsonl
 
-import manyheads.bundle as bundle_module
+import manyheads.bundle.builtin as bundle_module
 from manyheads import Bundle, EmbeddingCache
 from manyheads.cli import main
 from manyheads.errors import BundleError, ConfigError, ManyheadsError

@@ -11,13 +11,8 @@ from manyheads.errors import ConfigError, DataError, ManyheadsError
 
 pytest.importorskip("torch")
 
-from manyheads.trunks.byte import (
-    SEP,
-    ByteConfig,
-    ByteTrunk,
-    byte_ids,
-    train_byte_trunk,
-)
+from manyheads.train.byte import train_byte_trunk
+from manyheads.trunks.byte import SEP, ByteConfig, ByteTrunk, byte_ids
 
 SMALL = ByteConfig(
     max_bytes=128, embed=16, channels=32, dilations=(1, 2), heads=2, dims=(8, 16, 32)
@@ -139,7 +134,7 @@ def test_bad_tasks_are_refused(debian_rows):
         train_byte_trunk(texts, {}, config=SMALL)
     with pytest.raises(DataError, match="9 labels for 10 texts"):
         train_byte_trunk(texts, {"t": (["a"] * 9, "multiclass")}, config=SMALL)
-    with pytest.raises(DataError, match="at least two classes"):
+    with pytest.raises(DataError, match="a classifier needs at least two"):
         train_byte_trunk(texts, {"t": (["a"] * 10, "multiclass")}, config=SMALL)
     with pytest.raises(DataError, match="must be a list of labels"):
         train_byte_trunk(texts, {"t": (["a"] * 10, "multilabel")}, config=SMALL)
@@ -150,7 +145,8 @@ def test_bad_tasks_are_refused(debian_rows):
 def test_weight_shapes_are_known_without_torch():
     import torch  # noqa: F401
 
-    from manyheads.trunks.byte import _build_module, expected_shapes
+    from manyheads.trunks.byte import expected_shapes
+    from manyheads.trunks.byte.model import build_module
 
     bagged = ByteConfig(heads=0, ngrams=64, grams=5, bag=100, bag_dim=8)
     for config in (
@@ -160,7 +156,7 @@ def test_weight_shapes_are_known_without_torch():
         bagged,
         ByteConfig.from_json({**bagged.to_json(), "int8": True}),
     ):
-        module = _build_module(config)
+        module = build_module(config)
         assert expected_shapes(config) == {
             k: tuple(v.shape) for k, v in module.state_dict().items()
         }
@@ -319,13 +315,13 @@ def test_the_bag_trains_with_path_dropout_and_int8_matches_between_torch_and_onn
 def test_the_bag_weighs_each_row_by_its_count_as_its_norm_says(norm):
     import torch
 
-    from manyheads.trunks.byte import _build_module
+    from manyheads.trunks.byte.model import build_module
 
     config = ByteConfig(
         max_bytes=64, embed=8, channels=16, dilations=(1,), dims=(8,), bag=50, int8=False,
         bag_norm=norm,
     )  # fmt: skip
-    module = _build_module(config).eval()
+    module = build_module(config).eval()
     texts = ["ab ab ab", "é x", "", "zzzzzzzzzz"]
     ids = torch.from_numpy(byte_ids(texts, 64, 8)[0])
     with torch.no_grad():
@@ -413,10 +409,10 @@ def test_byte_ids_read_every_text_as_one_by_one(max_bytes, multiple):
 def test_the_stem_as_table_lookups_equals_the_convolution(shape, monkeypatch):
     import torch
 
-    from manyheads.trunks import byte
+    from manyheads.trunks.byte import model as byte
 
     config = ByteConfig(max_bytes=256, embed=8, channels=16, dilations=(1, 2), bag=512, **shape)
-    module = byte._build_module(config).eval()
+    module = byte.build_module(config).eval()
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in module.parameters():
@@ -426,7 +422,7 @@ def test_the_stem_as_table_lookups_equals_the_convolution(shape, monkeypatch):
     ids = torch.from_numpy(byte_ids(texts, config.max_bytes, config.stride)[0])
     with torch.no_grad():
         looked_up = module(ids)
-        monkeypatch.setattr(byte, "_STEM", "conv")
+        monkeypatch.setattr(byte, "STEM", "conv")
         convolved = module(ids)
     assert looked_up.shape == convolved.shape == (4, config.dims[-1])
     assert torch.allclose(looked_up, convolved, rtol=1e-4, atol=1e-3)
@@ -436,15 +432,15 @@ def test_the_stem_as_table_lookups_equals_the_convolution(shape, monkeypatch):
 def test_a_dropped_graph_is_exported_anew_at_the_next_save(trained, tmp_path, monkeypatch):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from manyheads.trunks import byte
+    from manyheads.trunks.byte import model as byte
 
     trunk, _, rows = trained
     texts = [r["text"] for r in rows[:40]]
-    monkeypatch.setattr(byte, "_STEM", "conv")  # as an older version exported it
+    monkeypatch.setattr(byte, "STEM", "conv")  # as an older version exported it
     b = Bundle(trunk=trunk.with_tier(32), cache=None)
     b.fit_head("library", [r["text"] for r in rows], [r["library"] for r in rows], kind="binary")
     b.save(tmp_path / "old")
-    monkeypatch.setattr(byte, "_STEM", "lookup")
+    monkeypatch.setattr(byte, "STEM", "lookup")
     loaded = Bundle.load(tmp_path / "old", cache=None)
     old_graph = loaded.trunk.graph
     loaded.trunk.drop_graph()
@@ -463,13 +459,13 @@ def test_a_dropped_graph_is_exported_anew_at_the_next_save(trained, tmp_path, mo
 
 
 def test_the_bag_table_starts_small_unless_asked_otherwise(debian_rows):
-    from manyheads.trunks.byte import _build_module
+    from manyheads.trunks.byte.model import build_module
 
     config = ByteConfig(max_bytes=64, embed=8, channels=16, dilations=(1,), bag=1024, bag_dim=32)
-    small = _build_module(config, train=True).bag.weight.detach()
+    small = build_module(config, train=True).bag.weight.detach()
     assert float(small.abs().max()) <= 1 / 32 and float(small[0].abs().max()) == 0.0
     assert float(small.std()) > 0.005  # not all zero: rows differ from the start
-    normal = _build_module(config, train=True, bag_init="normal").bag.weight.detach()
+    normal = build_module(config, train=True, bag_init="normal").bag.weight.detach()
     assert 0.8 < float(normal[1:].std()) < 1.2
     texts = [r["text"] for r in debian_rows[:20]]
     with pytest.raises(ConfigError, match="bag_init must be one of small, normal"):
@@ -478,7 +474,7 @@ def test_the_bag_table_starts_small_unless_asked_otherwise(debian_rows):
 
 
 def test_crop_reads_random_pieces_cut_at_character_boundaries():
-    from manyheads.trunks.byte import _crop
+    from manyheads.train.byte import _crop
 
     texts = ["Grüße aus Köln, 東京からこんにちは! " * 4, "tiny", "def f():\n    return 1\n" * 9]
     ids, _ = byte_ids(texts, 512, 8)
@@ -504,7 +500,7 @@ def test_crop_reads_random_pieces_cut_at_character_boundaries():
 def test_cropped_texts_count_only_for_the_tasks_that_keep_their_labels(debian_rows, monkeypatch):
     import torch
 
-    import manyheads.trunks.byte as byte
+    import manyheads.train.byte as byte
 
     rows = debian_rows[:64]
     texts = [r["text"] for r in rows]

@@ -24,7 +24,7 @@ from manyheads import (
     MissingDependencyError,
     TransformerTrunk,
 )
-from manyheads.finetune import (
+from manyheads.train.lpft import (
     FinetuneReport,
     finetune_transformer,
     training_embeddings,
@@ -221,12 +221,12 @@ def _bad(**changes: Any) -> dict[str, Any]:
         (
             _bad(tasks={"lang": ("multiclass", ["python"] * 12)}),
             DataError,
-            r"task 'lang' \(multiclass\) has a single class \('python'\)",
+            r"task 'lang': labels have a single class \('python'\)",
         ),
         (
             _bad(tasks={"srv": ("binary", ["a", "b", "c"] * 4)}),
             DataError,
-            r"task 'srv' is binary but has 3 classes",
+            r"task 'srv': a binary head needs exactly 2 classes, got 3",
         ),
         (
             _bad(tasks={"tags": ("multilabel", ["game"] * 12)}),
@@ -236,7 +236,7 @@ def _bad(**changes: Any) -> dict[str, Any]:
         (
             _bad(tasks={"lang": ("regression", [1.0] * 12)}),
             ConfigError,
-            r"task 'lang': head kind must be one of",
+            r"task 'lang': kind must be one of",
         ),
         (_bad(epochs=0), ConfigError, r"epochs must be a positive integer, got 0"),
         (_bad(max_length=-5), ConfigError, r"max_length must be a positive integer, got -5"),

@@ -79,7 +79,7 @@ def test_fp32_export_matches_the_torch_path_for_every_head_kind(trained, debian_
     exported = Bundle.load(root / "exported", cache=None)
     assert type(exported.trunk).__name__ == "OnnxTrunk"
     # every head is inside the graph
-    assert set(exported.trunk.graph_heads) == set(source.heads)
+    assert set(exported.trunk.graph_heads()) == set(source.heads)
     texts = [r["text"] for r in debian_test_rows[:120]] + [LONG, "x", ""]
     _check_parity(source, exported, texts)
     # the embedding too, long texts (several windows) included
@@ -111,7 +111,7 @@ def test_adding_and_removing_heads_rewrites_the_graph(trained, tmp_path, debian_
     texts = [r["text"] for r in rows]
     exported.fit_head("interface", texts, [r["interface"] for r in rows], kind="multilabel")
     # not in the graph yet: applied to the graph's embedding
-    assert "interface" not in exported.trunk.graph_heads
+    assert "interface" not in exported.trunk.graph_heads()
     probe = [r["text"] for r in debian_rows[600:640]]
     before = exported.predict_proba(probe, heads=["interface"])["interface"]
     exported.remove_head("library_mlp")
@@ -119,7 +119,7 @@ def test_adding_and_removing_heads_rewrites_the_graph(trained, tmp_path, debian_
     graphs = sorted(p.name for p in folder.glob("model-*.onnx"))
     assert len(graphs) == 1 and graphs[0] != old_graph  # the old graph is gone
     again = Bundle.load(folder, cache=None)
-    inside = again.trunk.graph_heads
+    inside = again.trunk.graph_heads()
     assert "interface" in inside and "library_mlp" not in inside
     np.testing.assert_allclose(
         again.predict_proba(probe, heads=["interface"])["interface"], before, atol=1e-5
@@ -175,7 +175,7 @@ def test_graph_rewrites_while_predicting_never_break_a_call(trained, tmp_path, d
         for t in threads:
             t.join()
     assert not errors, errors[0]
-    assert set(live[0].trunk.graph_heads) == set(live[0].heads)
+    assert set(live[0].trunk.graph_heads()) == set(live[0].heads)
     assert len(list(folder.glob("model-*.onnx"))) == 1
 
 
@@ -276,7 +276,7 @@ def test_cli_export_then_predict_eval_and_list(tmp_path, trained, debian_test_ro
     assert listed["role"]["kind"] == "multilabel"
     assert main(["heads", "rm", "role", "-b", str(out)]) == 0
     capsys.readouterr()
-    assert "role" not in Bundle.load(out, cache=None).trunk.graph_heads
+    assert "role" not in Bundle.load(out, cache=None).trunk.graph_heads()
 
 
 def test_export_refuses_bad_targets_and_trunks(trained, tmp_path):
@@ -301,7 +301,7 @@ def test_export_refuses_bad_targets_and_trunks(trained, tmp_path):
 
 def test_a_failed_export_leaves_nothing(trained, tmp_path, monkeypatch):
     source, _ = trained
-    import manyheads.export as ex
+    import manyheads.export.onnx as ex
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")

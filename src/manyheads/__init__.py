@@ -6,11 +6,10 @@
 >>> b.predict(["some text"])                       # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING, Any
 
-from .bundle import Bundle, FinetuneSummary, HeadLimits, HeadSummary
+from ._version import __version__
+from .bundle import Bundle, HeadLimits
 from .cache import EmbeddingCache
 from .data import Dataset, LabelSpec, load_dataset, read_texts, split_indices
 from .errors import (
@@ -29,11 +28,14 @@ from .trunks import CompositeTrunk, TransformerTrunk, Trunk, load_trunk
 if TYPE_CHECKING:
     from .heads.linear import LinearHead
     from .heads.mlp import MLPHead
+    from .train import FinetuneSummary, HeadSummary
     from .trunks.hashing import HashingTrunk
 
-# scikit-learn-backed classes load on first use: answering from a saved bundle
-# does not import scikit-learn
+# scikit-learn-backed classes and training's reports load on first use: answering from
+# a saved bundle imports neither scikit-learn nor the training code
 _LAZY = {
+    "HeadSummary": "manyheads.train",
+    "FinetuneSummary": "manyheads.train",
     "LinearHead": "manyheads.heads.linear",
     "MLPHead": "manyheads.heads.mlp",
     "HashingTrunk": "manyheads.trunks.hashing",

@@ -23,6 +23,8 @@ from .errors import ConfigError, DataError, require
 __all__ = [
     "Dataset",
     "LabelSpec",
+    "check_groups",
+    "data_hash",
     "iter_texts",
     "load_dataset",
     "read_records",
@@ -346,3 +348,31 @@ def split_indices(
             splitter = ShuffleSplit(n_splits=1, test_size=val_fraction, random_state=seed)
             train, val = next(splitter.split(X))
     return np.sort(train), np.sort(val)
+
+
+def data_hash(texts: Sequence[str], labels: Sequence[Any]) -> str:
+    """sha256 of training texts and labels (order-sensitive): names a kept training set."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for text, label in zip(texts, labels, strict=True):
+        h.update(text.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+        h.update(json.dumps(label, sort_keys=True, default=str).encode())
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def check_groups(groups: Sequence[Any], n_texts: int, where: str) -> list[Any]:
+    """Groups of ``n_texts`` texts: one each, a string (valid Unicode) or an integer."""
+    groups = list(groups)
+    if len(groups) != n_texts:
+        raise DataError(f"{where}: {n_texts} texts but {len(groups)} groups")
+    for i, g in enumerate(groups):
+        if isinstance(g, bool) or not isinstance(g, str | int | np.integer):
+            raise DataError(
+                f"{where}: group #{i} is {str(g)[:40]}; a group is a string or an integer"
+            )
+        if isinstance(g, str) and unicode_problem(g) is not None:
+            raise DataError(f"{where}: group #{i} {unicode_problem(g)}")
+    return groups

@@ -8,6 +8,7 @@ built-in exception a Python user would expect (``ValueError``, ``KeyError``,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
@@ -67,4 +68,22 @@ def require(module: str, extra: str) -> Any:
 
 
 class ConfigError(ManyheadsError, ValueError):
-    """A bad parameter or option: names the parameter, the value and the valid choices."""
+    """A bad parameter or option: names the parameter, the value and the valid choices.
+
+    A message may name parameters as ``{name}`` fields, listed in ``options``: the
+    message reads with the parameters' Python names, and a front end shows its own
+    names for them (the CLI its flags: ``--trunk-epochs`` for ``trunk_epochs``) with
+    :meth:`render`.
+    """
+
+    def __init__(self, message: str, *, options: Sequence[str] = ()) -> None:
+        self.template = message
+        self.options = tuple(options)
+        super().__init__(self.render(lambda name: name))
+
+    def render(self, name: Callable[[str], str]) -> str:
+        """The message with each named parameter ``{option}`` written as ``name(option)``."""
+        text = self.template
+        for option in self.options:
+            text = text.replace("{" + option + "}", name(option))
+        return text

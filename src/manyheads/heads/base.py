@@ -8,13 +8,16 @@ import numpy as np
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from .calibration import (
     THRESHOLD_OBJECTIVES,
     fit_temperature,
     tune_binary_threshold,
     tune_thresholds,
 )
+from .decode import decide
+from .kinds import check_kind
+from .targets import encode_targets, known_rows, learn_targets
 
 
 class HeadBase(ClassifierMixin, BaseEstimator):
@@ -31,6 +34,63 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     classes_: np.ndarray
     temperature_: float
     thresholds_: np.ndarray
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the head is fitted (it has weights and a temperature)."""
+        return hasattr(self, "n_features_in_") and hasattr(self, "temperature_")
+
+    def _check_kind(self) -> None:
+        check_kind(self.kind)
+
+    # -- targets (heads.targets, the one encoding of labels) -------------------
+
+    def _learn_targets(self, y: Any) -> np.ndarray:
+        """Learn ``classes_`` from ``y``; return class indices or the 0/1 float32 matrix
+        (a multilabel head also takes a 0/1 indicator matrix: its columns are the classes)."""
+        if self.kind == "multilabel" and isinstance(y, np.ndarray) and y.ndim == 2:
+            self._fit_indicator = True
+            self.classes_ = np.arange(y.shape[1])
+            if y.shape[1] == 0:
+                raise DataError("multilabel targets contain no label at all")
+            return (y != 0).astype(np.float32)
+        self._fit_indicator = False
+        if self.kind != "multilabel":
+            y = np.asarray(y)
+            if y.ndim != 1:
+                raise DataError(f"{self.kind} targets must be one label per row")
+            y = y.tolist()
+        targets = learn_targets(self.kind, y)
+        self.classes_ = np.asarray(targets.classes)
+        return targets.y
+
+    def _encode_targets(self, y: Any) -> np.ndarray:
+        """Targets of ``y`` against the learnt ``classes_`` (multilabel: unseen labels left
+        out; a single unseen label is an error)."""
+        if self.kind == "multilabel" and getattr(self, "_fit_indicator", False):
+            if not (isinstance(y, np.ndarray) and y.ndim == 2):
+                raise DataError(
+                    "this head was fitted on a 0/1 indicator matrix; "
+                    "pass validation targets the same way"
+                )
+            if y.shape[1] != len(self.classes_):
+                raise DataError(
+                    f"indicator matrix has {y.shape[1]} columns, expected {len(self.classes_)}"
+                )
+            return (y != 0).astype(np.float32)
+        labels = y if self.kind == "multilabel" else np.asarray(y).tolist()
+        return encode_targets(self.kind, labels, self.classes_.tolist()).y
+
+    def _known_validation(self, X_val: Any, y_val: Any) -> tuple[Any, np.ndarray]:
+        """Validation rows and encoded targets (binary: float 0/1), without what the
+        training data lacked (:func:`~manyheads.heads.targets.known_rows`)."""
+        if X_val.shape[0] != len(y_val):
+            raise DataError(f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val)} labels")
+        if self.kind == "multilabel":
+            return X_val, self._encode_targets(y_val)
+        rows, labels = known_rows(self.kind, np.asarray(y_val).tolist(), self.classes_.tolist())
+        target = self._encode_targets(labels)
+        return X_val[rows], target.astype(np.float64) if self.kind == "binary" else target
 
     def _check_thresholds(self) -> None:
         if self.thresholds not in THRESHOLD_OBJECTIVES:
@@ -80,11 +140,10 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         return self.predict_from_proba(self.predict_proba(X))
 
     def predict_from_proba(self, proba: np.ndarray) -> np.ndarray:
-        if self.kind == "multiclass":
-            return self.classes_[np.argmax(proba, axis=1)]
-        if self.kind == "binary":
-            return self.classes_[(proba[:, 1] >= self.thresholds_[0]).astype(int)]
-        return (proba >= self.thresholds_).astype(np.int64)
+        """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel): the same
+        decision as every answer's (:func:`~manyheads.heads.decode.decide`)."""
+        picked = decide(self.kind, proba, self.thresholds_)
+        return picked if self.kind == "multilabel" else self.classes_[picked]
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

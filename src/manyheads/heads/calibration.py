@@ -109,3 +109,17 @@ def _f1(pred: np.ndarray, truth: np.ndarray) -> float:
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
     return expit(z)
+
+
+def expected_calibration_error(
+    confidence: np.ndarray, correct: np.ndarray, n_bins: int = 15
+) -> float:
+    """ECE with equal-width confidence bins: sum over bins of |accuracy - confidence| * share."""
+    conf = np.asarray(confidence, dtype=np.float64).ravel()
+    hit = np.asarray(correct, dtype=np.float64).ravel()
+    if conf.size == 0:
+        return 0.0
+    bins = np.minimum((conf * n_bins).astype(int), n_bins - 1)
+    conf_sum = np.bincount(bins, weights=conf, minlength=n_bins)
+    hit_sum = np.bincount(bins, weights=hit, minlength=n_bins)
+    return float(np.abs(hit_sum - conf_sum).sum() / conf.size)

@@ -20,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, DataError
-from .record import KINDS, check_record
+from ..errors import DataError
+from .decode import SCORES, activate, answers, check_scores, trim_scores
+from .kinds import KINDS
+from .record import check_record
 
 __all__ = [
     "KINDS",
@@ -29,24 +31,9 @@ __all__ = [
     "FusedHeads",
     "HeadSpec",
     "check_scores",
-    "decode",
     "spec_from_record",
     "trim_scores",
 ]
-
-SCORES = ("all", "top", "none")
-TOP_SCORES = 5
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise softmax."""
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """Logistic function without overflow warnings."""
-    return np.exp(-np.logaddexp(0, -z))
 
 
 @dataclass(frozen=True)
@@ -73,16 +60,6 @@ class HeadSpec:
         return int((self.W2 if self.W2 is not None else self.W1).shape[1])
 
 
-def _tensor(tensors: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(tensors[name], dtype=np.float32)
-    except KeyError:
-        raise DataError(f"head weights lack the tensor {name!r}") from None
-    if not np.isfinite(arr).all():
-        raise DataError(f"head tensor {name!r} holds non-finite values")
-    return arr
-
-
 def record_digest(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> str:
     """Hash of what a head computes: its type, kind, labels, temperature, thresholds, weights."""
     h = hashlib.sha256()
@@ -97,105 +74,32 @@ def record_digest(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) 
 
 
 def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> HeadSpec:
-    """Check a stored head record (:func:`~manyheads.heads.record.check_record`) and its
-    tensors and turn them into a :class:`HeadSpec`."""
-    checked = check_record(record)
-    htype, kind, labels = checked.type, checked.kind, checked.labels
-    n_out, thresholds, temperature = checked.n_outputs, checked.thresholds, checked.temperature
-    t = np.float32(temperature)
-    if htype == "linear":
-        coef, intercept = _tensor(tensors, "coef"), _tensor(tensors, "intercept")
-        if coef.ndim != 2 or coef.shape[0] != n_out or intercept.shape != (n_out,):
-            raise DataError(
-                f"head weights have shape {coef.shape} / {intercept.shape}; expected "
-                f"({n_out}, d) / ({n_out},) for a {kind} head with {len(labels)} labels"
-            )
-        W1, b1, W2, b2 = coef.T / t, intercept / t, None, None
+    """A stored head record and its tensors, checked
+    (:func:`~manyheads.heads.record.check_record`), as the fused product needs them."""
+    checked = check_record(record, tensors)
+    t = np.float32(checked.temperature)
+    weights = checked.tensors
+    if checked.type == "linear":
+        W1, b1 = weights["coef"].T / t, weights["intercept"] / t
+        W2 = b2 = None
     else:
-        W1, b1 = _tensor(tensors, "W1"), _tensor(tensors, "b1")
-        W2, b2 = _tensor(tensors, "W2"), _tensor(tensors, "b2")
-        h = W1.shape[1] if W1.ndim == 2 else -1
-        if W1.ndim != 2 or b1.shape != (h,) or W2.shape != (h, n_out) or b2.shape != (n_out,):
-            raise DataError(
-                f"MLP head weights have shapes W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, "
-                f"b2 {b2.shape}; expected (d, h), (h,), (h, {n_out}), ({n_out},) for a {kind} "
-                f"head with {len(labels)} labels"
-            )
-        W2, b2 = W2 / t, b2 / t
+        W1, b1 = weights["W1"], weights["b1"]
+        W2, b2 = weights["W2"] / t, weights["b2"] / t
+    temperature = checked.temperature
     for array in (W1, b1, W2, b2):
         if array is not None and not np.isfinite(array).all():
             raise DataError(f"head weights divided by its temperature {temperature:g} overflow")
     return HeadSpec(
-        type=htype,
-        kind=kind,
-        labels=list(labels),
-        thresholds=thresholds,
+        type=checked.type,
+        kind=checked.kind,
+        labels=list(checked.labels),
+        thresholds=checked.thresholds,
         W1=np.ascontiguousarray(W1, dtype=np.float32),
         b1=np.asarray(b1, dtype=np.float32),
         W2=None if W2 is None else np.ascontiguousarray(W2, dtype=np.float32),
         b2=None if b2 is None else np.asarray(b2, dtype=np.float32),
         digest=record_digest(record, tensors),
     )
-
-
-def activate(kind: str, z: np.ndarray) -> np.ndarray:
-    """Probabilities from temperature-scaled logits: softmax, or sigmoid per output;
-    binary heads give two columns ``[1 - p, p]``."""
-    if kind == "multiclass":
-        return softmax(z)
-    p = sigmoid(z)
-    if kind == "binary":
-        p = p[:, 0]
-        return np.stack([1 - p, p], axis=1)
-    return p
-
-
-def decode(spec: HeadSpec, proba: np.ndarray) -> list[dict[str, Any]]:
-    """Answers of one head from its probabilities (the shape ``Bundle.predict`` documents)."""
-    labels = spec.labels
-    rounded = np.round(proba.astype(np.float64), 6).tolist()
-    if spec.kind == "multilabel":
-        on = (proba >= spec.thresholds).tolist()
-        return [
-            {
-                "labels": [lab for lab, hit in zip(labels, hits, strict=True) if hit],
-                "scores": dict(zip(labels, ps, strict=True)),
-            }
-            for hits, ps in zip(on, rounded, strict=True)
-        ]
-    if spec.kind == "binary":
-        assert spec.thresholds is not None
-        positive = (proba[:, 1] >= spec.thresholds[0]).astype(int).tolist()
-    else:
-        positive = np.argmax(proba, axis=1).tolist()
-    return [
-        {"label": labels[k], "score": ps[k], "scores": dict(zip(labels, ps, strict=True))}
-        for k, ps in zip(positive, rounded, strict=True)
-    ]
-
-
-def check_scores(scores: Any) -> str:
-    """Refuse (one line) a ``scores`` choice other than all, top and none."""
-    if scores not in SCORES:
-        raise ConfigError(f"scores must be one of {', '.join(SCORES)}, got {scores!r}")
-    return str(scores)
-
-
-def trim_scores(answer: Mapping[str, Any], scores: str) -> dict[str, Any]:
-    """One text's answers (``{head: answer}``) with their ``scores`` kept whole (``all``),
-    cut to the best five classes, highest first (``top``), or left out (``none``; a
-    single-label head keeps its ``score``)."""
-    check_scores(scores)
-    if scores == "all":
-        return dict(answer)
-    out: dict[str, Any] = {}
-    for name, one in answer.items():
-        kept = {k: v for k, v in one.items() if k != "scores"}
-        if scores == "top":
-            best = sorted(one.get("scores", {}).items(), key=lambda kv: -kv[1])
-            kept["scores"] = dict(best[:TOP_SCORES])
-        out[name] = kept
-    return out
 
 
 class FusedHeads:
@@ -210,7 +114,7 @@ class FusedHeads:
     """
 
     def __init__(self, heads: Mapping[str, Any]) -> None:
-        from . import any_head_to_record
+        from .convert import any_head_to_record
 
         self._setup({n: spec_from_record(*any_head_to_record(h)) for n, h in heads.items()})
 
@@ -309,4 +213,5 @@ class FusedHeads:
         return results
 
     def decode(self, name: str, proba: np.ndarray) -> list[dict[str, Any]]:
-        return decode(self.specs[name], proba)
+        spec = self.specs[name]
+        return answers(spec.kind, spec.labels, spec.thresholds, proba)

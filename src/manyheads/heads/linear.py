@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 from threadpoolctl import threadpool_limits
@@ -19,31 +18,12 @@ from .base import HeadBase
 from .calibration import (
     calibrated_nll,
 )
-from .fused import KINDS
 from .record import check_record
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
 _C_MIN, _C_MAX = 1.0 / 64, 1024.0
 
-__all__ = ["KINDS", "LinearHead", "check_kind", "head_from_record", "head_to_record"]
-
-
-def check_kind(kind: object) -> str:
-    if kind not in KINDS:
-        raise ConfigError(f"head kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    return str(kind)
-
-
-def _as_label_sets(y: Any) -> list[list[Any]]:
-    """Multilabel targets as a list of label lists (accepts lists, tuples, sets)."""
-    out = []
-    for i, labels in enumerate(y):
-        if isinstance(labels, str | bytes) or not isinstance(labels, Sequence | set | frozenset):
-            raise DataError(
-                f"multilabel target #{i} must be a list of labels, got {type(labels).__name__}"
-            )
-        out.append(list(labels))
-    return out
+__all__ = ["LinearHead", "head_from_record", "head_to_record"]
 
 
 class LinearHead(HeadBase):
@@ -114,9 +94,9 @@ class LinearHead(HeadBase):
 
     # -- fitting -----------------------------------------------------------
 
-    def _check_params(self) -> None:
+    def check_params(self) -> None:
         self._check_thresholds()
-        check_kind(self.kind)
+        self._check_kind()
         if self.C != "auto" and (not isinstance(self.C, numbers.Real) or not self.C > 0):
             raise ConfigError(f"C must be a positive number or 'auto', got {self.C!r}")
         if not (
@@ -132,22 +112,6 @@ class LinearHead(HeadBase):
         if not isinstance(self.tol, numbers.Real) or not self.tol > 0:
             raise ConfigError(f"tol must be a positive number, got {self.tol!r}")
 
-    def _encode_targets(self, y: Any) -> np.ndarray:
-        """Targets as class indices (multiclass), 0/1 column (binary) or 0/1 matrix."""
-        if self.kind == "multilabel":
-            if isinstance(y, np.ndarray) and y.ndim == 2 and hasattr(self, "_fit_indicator"):
-                return y.astype(np.float64)
-            known = set(self.classes_.tolist())
-            sets = [[lab for lab in labs if lab in known] for labs in _as_label_sets(y)]
-            return self._mlb.transform(sets).astype(np.float64)
-        y_arr = np.asarray(y)
-        index = {c: i for i, c in enumerate(self.classes_.tolist())}
-        try:
-            idx = np.fromiter((index[v] for v in y_arr.tolist()), dtype=np.int64, count=len(y_arr))
-        except KeyError as exc:
-            raise DataError(f"label {exc.args[0]!r} was not seen in training") from exc
-        return idx
-
     def fit(
         self,
         X: Any,
@@ -161,37 +125,12 @@ class LinearHead(HeadBase):
 
         Without validation data the temperature stays 1 and thresholds 0.5.
         """
-        self._check_params()
+        self.check_params()
         previous_classes = getattr(self, "classes_", None)
         X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
         if len(y) != X.shape[0]:
             raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        if self.kind == "multilabel":
-            if isinstance(y, np.ndarray) and y.ndim == 2:
-                self._fit_indicator = True
-                self.classes_ = np.arange(y.shape[1])
-                Y = (y != 0).astype(np.float64)
-            else:
-                self._mlb = MultiLabelBinarizer()
-                Y = self._mlb.fit_transform(_as_label_sets(y)).astype(np.float64)
-                self.classes_ = self._mlb.classes_
-            if Y.shape[1] == 0:
-                raise DataError("multilabel targets contain no label at all")
-        else:
-            y_arr = np.asarray(y)
-            if y_arr.ndim != 1:
-                raise DataError(f"{self.kind} targets must be one label per row")
-            self.classes_ = np.unique(y_arr)
-            if len(self.classes_) < 2:
-                only = self.classes_.tolist()[0] if len(self.classes_) else None
-                raise DataError(
-                    f"labels have a single class ({only!r}); a classifier needs at least two"
-                )
-            if self.kind == "binary" and len(self.classes_) != 2:
-                raise DataError(
-                    f"a binary head needs exactly 2 classes, got {len(self.classes_)}: "
-                    f"{self.classes_.tolist()[:10]}"
-                )
+        target = self._learn_targets(y)
         if X.shape[0] == 0:
             raise DataError("no training rows")
         warm = None
@@ -205,6 +144,7 @@ class LinearHead(HeadBase):
         self.n_features_in_ = X.shape[1]
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if self.kind == "multilabel":
+            Y = target.astype(np.float64)
             pos_weight = self._label_weights(Y)
 
             def solve(C: float, start: LinearSolution | None) -> LinearSolution:
@@ -219,9 +159,9 @@ class LinearHead(HeadBase):
                     tol=float(self.tol),
                 )
         else:
-            idx = self._encode_targets(y_arr)
+            idx = target
             if self.class_weight is not None:
-                cw = compute_sample_weight(self.class_weight, y_arr)
+                cw = compute_sample_weight(self.class_weight, np.asarray(y))
                 sw = cw if sw is None else sw * cw
 
             def solve(C: float, start: LinearSolution | None) -> LinearSolution:
@@ -293,15 +233,27 @@ class LinearHead(HeadBase):
         best = min(results, key=lambda c: results[c][0])
         return best, results[best][1]
 
-    def _known_validation(self, X_val: np.ndarray, y_val: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Validation rows and encoded targets, without classes the training data lacks."""
+    def refit_keeping_calibration(self, X: Any, y: Any) -> LinearHead:
+        """Fit again on ``X`` / ``y`` (all rows; warm start), keeping the temperature and
+        the thresholds fitted on the validation split."""
+        temperature = self.temperature_
+        old: dict[Any, float] = {}
         if self.kind == "multilabel":
-            return X_val, self._encode_targets(y_val)
-        known = set(self.classes_.tolist())
-        keep = [i for i, v in enumerate(np.asarray(y_val).tolist()) if v in known]
-        y_keep = np.asarray(y_val)[keep]
-        target = self._encode_targets(y_keep)
-        return X_val[keep], target.astype(np.float64) if self.kind == "binary" else target
+            old = dict(zip(self.classes_.tolist(), self.thresholds_.tolist(), strict=True))
+        binary_threshold = float(self.thresholds_[0])
+        self.set_params(warm_start=True)
+        try:
+            self.fit(X, y)
+        finally:
+            self.set_params(warm_start=False)
+        self.temperature_ = temperature
+        if self.kind == "multilabel":
+            self.thresholds_ = np.array(
+                [old.get(c, 0.5) for c in self.classes_.tolist()], dtype=np.float32
+            )
+        elif self.kind == "binary":
+            self.thresholds_ = np.array([binary_threshold], dtype=np.float32)
+        return self
 
     def _label_weights(self, Y: np.ndarray) -> np.ndarray | None:
         """Per-label weight of positive examples for multilabel ``class_weight``."""
@@ -345,8 +297,7 @@ class LinearHead(HeadBase):
 
         from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
-        from ..evaluate import expected_calibration_error
-        from .calibration import fit_temperature
+        from .calibration import expected_calibration_error, fit_temperature
 
         check_is_fitted(self, "coef_")
         if self.kind != "multiclass":
@@ -458,9 +409,10 @@ def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarr
 def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> LinearHead:
     """Rebuild a fitted head from :func:`head_to_record` output; checks every field
     (:func:`~manyheads.heads.record.check_record`) and shape."""
-    checked = check_record(record)
-    if checked.type != "linear":
-        raise DataError(f"head record has type {checked.type!r}, expected 'linear'")
+    found = record.get("type", "linear") if isinstance(record, dict) else None
+    if found != "linear":
+        raise DataError(f"head record has type {found!r}, expected 'linear'")
+    checked = check_record(record, tensors)
     kind, labels, params = checked.kind, checked.labels, checked.params
     head = LinearHead(
         kind=kind,
@@ -471,27 +423,17 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
         },
     )
     try:
-        head._check_params()
+        head.check_params()
     except ConfigError as exc:
         raise DataError(f"linear head record has a bad parameter: {exc}") from None
     C_ = params.get("C_", 1.0 if head.C == "auto" else head.C)
     if isinstance(C_, bool) or not isinstance(C_, int | float) or not 0 < C_ < np.inf:
         raise DataError(f"linear head record has a bad parameter: C_ must be > 0, got {C_!r}")
-    try:
-        coef = np.asarray(tensors["coef"], dtype=np.float32)
-        intercept = np.asarray(tensors["intercept"], dtype=np.float32)
-    except KeyError as exc:
-        raise DataError(f"head weights lack the tensor {exc.args[0]!r}") from exc
-    n_out = checked.n_outputs
-    if coef.ndim != 2 or coef.shape[0] != n_out or intercept.shape != (n_out,):
-        raise DataError(
-            f"head weights have shape {coef.shape} / {intercept.shape}, expected "
-            f"({n_out}, d) / ({n_out},) for a {kind} head with {len(labels)} labels"
-        )
+    coef, intercept = checked.tensors["coef"], checked.tensors["intercept"]
     head.classes_ = np.asarray(labels)
     head.C_ = float(C_)
     if kind == "multilabel":
-        head._mlb = MultiLabelBinarizer(classes=labels).fit([])
+        head._fit_indicator = False
     head.coef_ = coef
     head.intercept_ = intercept
     head.n_features_in_ = int(coef.shape[1])

@@ -15,13 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
-from .linear import _as_label_sets, check_kind
+from .nn import task_loss
 from .record import check_record
 
 __all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
@@ -169,9 +168,9 @@ class MLPHead(HeadBase):
 
     # -- parameters and targets ----------------------------------------------
 
-    def _check_params(self) -> None:
+    def check_params(self) -> None:
         self._check_thresholds()
-        check_kind(self.kind)
+        self._check_kind()
         for name in ("hidden", "max_epochs", "patience", "batch_size"):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
@@ -202,74 +201,6 @@ class MLPHead(HeadBase):
             raise ConfigError(
                 f"random_state must be None or an integer in [0, 2**63), got {self.random_state!r}"
             )
-
-    def _set_targets(self, y: Any) -> np.ndarray:
-        """Learn ``classes_`` from ``y``; return class indices or the 0/1 target matrix."""
-        if self.kind == "multilabel":
-            if isinstance(y, np.ndarray) and y.ndim == 2:
-                self._fit_indicator = True
-                self.classes_ = np.arange(y.shape[1])
-                Y = (y != 0).astype(np.float32)
-            else:
-                self._fit_indicator = False
-                self._mlb = MultiLabelBinarizer()
-                Y = self._mlb.fit_transform(_as_label_sets(y)).astype(np.float32)
-                self.classes_ = self._mlb.classes_
-            if Y.shape[1] == 0:
-                raise DataError("multilabel targets contain no label at all")
-            return Y
-        y_arr = np.asarray(y)
-        if y_arr.ndim != 1:
-            raise DataError(f"{self.kind} targets must be one label per row")
-        self.classes_ = np.unique(y_arr)
-        if len(self.classes_) < 2:
-            only = self.classes_.tolist()[0] if len(self.classes_) else None
-            raise DataError(
-                f"labels have a single class ({only!r}); a classifier needs at least two"
-            )
-        if self.kind == "binary" and len(self.classes_) != 2:
-            raise DataError(
-                f"a binary head needs exactly 2 classes, got {len(self.classes_)}: "
-                f"{self.classes_.tolist()[:10]}"
-            )
-        return self._encode_targets(y_arr)
-
-    def _encode_targets(self, y: Any) -> np.ndarray:
-        """Targets as class indices (multiclass / binary) or a 0/1 float32 matrix."""
-        if self.kind == "multilabel":
-            if getattr(self, "_fit_indicator", False):
-                if not (isinstance(y, np.ndarray) and y.ndim == 2):
-                    raise DataError(
-                        "this head was fitted on a 0/1 indicator matrix; "
-                        "pass validation targets the same way"
-                    )
-                if y.shape[1] != len(self.classes_):
-                    raise DataError(
-                        f"indicator matrix has {y.shape[1]} columns, expected {len(self.classes_)}"
-                    )
-                return (y != 0).astype(np.float32)
-            known = set(self.classes_.tolist())
-            sets = [[lab for lab in labs if lab in known] for labs in _as_label_sets(y)]
-            return self._mlb.transform(sets).astype(np.float32)
-        y_arr = np.asarray(y)
-        index = {c: i for i, c in enumerate(self.classes_.tolist())}
-        try:
-            idx = np.fromiter((index[v] for v in y_arr.tolist()), dtype=np.int64, count=len(y_arr))
-        except KeyError as exc:
-            raise DataError(f"label {exc.args[0]!r} was not seen in training") from exc
-        return idx
-
-    def _known_validation(self, X_val: Any, y_val: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Validation rows and encoded targets (binary: float 0/1), without unseen classes."""
-        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
-        if X_val.shape[0] != len(y_val):
-            raise DataError(f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val)} labels")
-        if self.kind == "multilabel":
-            return X_val, self._encode_targets(y_val)
-        known = set(self.classes_.tolist())
-        keep = [i for i, v in enumerate(np.asarray(y_val).tolist()) if v in known]
-        target = self._encode_targets(np.asarray(y_val)[keep])
-        return X_val[keep], target.astype(np.float64) if self.kind == "binary" else target
 
     def _output_weights(self, target: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(per-class weights, per-label positive weights)`` from ``class_weight``."""
@@ -324,11 +255,11 @@ class MLPHead(HeadBase):
         are then fitted on the validation data; see ``validation_fraction`` for
         what happens without it. Needs torch.
         """
-        self._check_params()
+        self.check_params()
         X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
         if len(y) != X.shape[0]:
             raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        target = self._set_targets(y)
+        target = self._learn_targets(y)
         if X.shape[0] == 0:
             raise DataError("no training rows")
         X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float32)
@@ -342,7 +273,9 @@ class MLPHead(HeadBase):
         Xv: np.ndarray | None = None
         tv: np.ndarray | None = None
         if X_val is not None and y_val is not None and len(y_val) > 0:
-            Xv, tv = self._known_validation(X_val, y_val)
+            Xv, tv = self._known_validation(
+                check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64)), y_val
+            )
             if Xv.shape[1] != self.n_features_in_:
                 raise DataError(f"X_val has {Xv.shape[1]} features but X has {self.n_features_in_}")
             if len(tv) == 0:
@@ -380,7 +313,6 @@ class MLPHead(HeadBase):
         seed: int,
     ) -> None:
         torch: Any = require("torch", "transformers")
-        functional = torch.nn.functional
         n, d = X.shape
         n_out = 1 if self.kind == "binary" else len(self.classes_)
         kind = self.kind
@@ -403,17 +335,7 @@ class MLPHead(HeadBase):
         pw_t = None if pos_w is None else torch.from_numpy(pos_w.astype(np.float32))
 
         def loss_fn(logits: Any, t: Any) -> Any:
-            if kind == "multiclass":
-                return functional.cross_entropy(logits, t, weight=cw_t)
-            if kind == "binary":
-                per_row = functional.binary_cross_entropy_with_logits(
-                    logits[:, 0], t, reduction="none"
-                )
-                if cw_t is None:
-                    return per_row.mean()
-                w = cw_t[t.long()]
-                return (per_row * w).sum() / w.sum()
-            return functional.binary_cross_entropy_with_logits(logits, t, pos_weight=pw_t)
+            return task_loss(kind, logits, t, class_weight=cw_t, pos_weight=pw_t)
 
         # Inputs are centred and scaled to unit mean variance for training (L2-normalised
         # embeddings have coordinates of ~1/sqrt(d) and a large common mean, which makes
@@ -490,6 +412,7 @@ class MLPHead(HeadBase):
         unseen labels are); with no row left nothing changes.
         """
         check_is_fitted(self, "W1_")
+        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)
         return self._calibrate(X_val, target)
 
@@ -546,44 +469,27 @@ def mlp_head_to_record(head: MLPHead) -> tuple[dict[str, Any], dict[str, np.ndar
 def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> MLPHead:
     """Rebuild a fitted MLP head from :func:`mlp_head_to_record` output; checks every
     field (:func:`~manyheads.heads.record.check_record`) and shape."""
-    checked = check_record(record)
-    if checked.type != "mlp":
-        raise DataError(f"head record has type {checked.type!r}, expected 'mlp'")
+    found = record.get("type", "linear") if isinstance(record, dict) else None
+    if found != "mlp":
+        raise DataError(f"head record has type {found!r}, expected 'mlp'")
+    checked = check_record(record, tensors)
     kind, labels = checked.kind, checked.labels
     params = dict(record.get("params") or {})
     head = MLPHead(kind=kind, **{k: v for k, v in params.items() if k in _PARAM_NAMES})
     try:
-        head._check_params()
+        head.check_params()
     except ConfigError as exc:
         raise DataError(f"MLP head record has a bad parameter: {exc}") from exc
-    try:
-        W1, b1, W2, b2 = (
-            np.asarray(tensors[name], dtype=np.float32) for name in ("W1", "b1", "W2", "b2")
-        )
-    except KeyError as exc:
-        raise DataError(f"head weights lack the tensor {exc.args[0]!r}") from exc
-    n_out = 1 if kind == "binary" else len(labels)
-    h = W1.shape[1] if W1.ndim == 2 else -1
-    if (
-        W1.ndim != 2
-        or b1.shape != (h,)
-        or W2.shape != (h, n_out)
-        or b2.shape != (n_out,)
-        or ("hidden" in params and params["hidden"] != h)
-    ):
+    W1, b1, W2, b2 = (checked.tensors[name] for name in ("W1", "b1", "W2", "b2"))
+    if "hidden" in params and params["hidden"] != W1.shape[1]:
         raise DataError(
             f"MLP head weights have shapes W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, "
-            f"b2 {b2.shape}; expected (d, h), (h,), (h, {n_out}), ({n_out},) for a {kind} "
-            f"head with {len(labels)} labels"
-            + (f" and hidden={params['hidden']}" if "hidden" in params else "")
+            f"b2 {b2.shape}; expected (d, h), (h,), (h, {W2.shape[1]}), ({W2.shape[1]},) "
+            f"for a {kind} head with {len(labels)} labels and hidden={params['hidden']}"
         )
-    for name, array in (("W1", W1), ("b1", b1), ("W2", W2), ("b2", b2)):
-        if not np.isfinite(array).all():
-            raise DataError(f"MLP head tensor {name!r} holds non-finite values")
     head.classes_ = np.asarray(labels)
     if kind == "multilabel":
         head._fit_indicator = False
-        head._mlb = MultiLabelBinarizer(classes=labels).fit([])
     head.W1_, head.b1_, head.W2_, head.b2_ = W1, b1, W2, b2
     head.n_features_in_ = int(W1.shape[0])
     for key in ("n_epochs", "best_epoch"):

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .._text import unicode_problem
 from ..errors import ConfigError, DataError
+from .kinds import STORED_HEAD_TYPES, kind_problem, label_problem
 
 __all__ = [
     "HEAD_TYPES_STORED",
@@ -36,8 +36,7 @@ __all__ = [
     "label_problem",
 ]
 
-KINDS = ("multiclass", "binary", "multilabel")
-HEAD_TYPES_STORED = ("linear", "mlp")
+HEAD_TYPES_STORED = STORED_HEAD_TYPES  # the earlier name
 # fitted temperatures lie in [e^-4, e^4]; anything far outside is a broken record
 TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-3, 1e3
 
@@ -82,20 +81,6 @@ class HeadLimits:
             )
 
 
-def label_problem(value: Any) -> str | None:
-    """Why ``value`` cannot be a label, as the end of a sentence ("is ...", "holds
-    ..."); None when it can. The one judgement of a label value."""
-    if isinstance(value, bool | int):
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"is {value!r}, not a finite number"
-    if isinstance(value, str):
-        if not value:
-            return "is an empty string"
-        return unicode_problem(value)
-    return f"is a {type(value).__name__}; a label is a string, number or boolean"
-
-
 def check_label_values(labels: Any, where: str = "head") -> list[Any]:
     """A head's labels: a list of distinct strings / numbers / booleans."""
     if not isinstance(labels, list):
@@ -120,6 +105,7 @@ class CheckedRecord:
     temperature: float
     thresholds: np.ndarray | None  # binary: 1 value; multilabel: one per label
     params: dict[str, Any]
+    tensors: dict[str, np.ndarray]  # float32, finite: coef, intercept / W1, b1, W2, b2
 
     @property
     def n_outputs(self) -> int:
@@ -133,17 +119,55 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def check_record(record: Mapping[str, Any]) -> CheckedRecord:
-    """Check the JSON fields of a head record (type, kind, labels, temperature,
-    thresholds, params); the one place that judges them. Raises :class:`DataError`."""
+def _tensor(tensors: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(tensors[name], dtype=np.float32)
+    except KeyError:
+        raise DataError(f"head weights lack the tensor {name!r}") from None
+    if not np.isfinite(arr).all():
+        raise DataError(f"head tensor {name!r} holds non-finite values")
+    return arr
+
+
+def _check_tensors(
+    htype: str, kind: str, n_labels: int, n_out: int, tensors: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """A head's tensors: those of its type, float32, finite, of shapes that fit together
+    and with its labels."""
+    if htype == "linear":
+        coef, intercept = _tensor(tensors, "coef"), _tensor(tensors, "intercept")
+        if coef.ndim != 2 or coef.shape[0] != n_out or intercept.shape != (n_out,):
+            raise DataError(
+                f"head weights have shape {coef.shape} / {intercept.shape}; expected "
+                f"({n_out}, d) / ({n_out},) for a {kind} head with {n_labels} labels"
+            )
+        return {"coef": coef, "intercept": intercept}
+    W1, b1 = _tensor(tensors, "W1"), _tensor(tensors, "b1")
+    W2, b2 = _tensor(tensors, "W2"), _tensor(tensors, "b2")
+    h = W1.shape[1] if W1.ndim == 2 else -1
+    if W1.ndim != 2 or b1.shape != (h,) or W2.shape != (h, n_out) or b2.shape != (n_out,):
+        raise DataError(
+            f"MLP head weights have shapes W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, "
+            f"b2 {b2.shape}; expected (d, h), (h,), (h, {n_out}), ({n_out},) for a {kind} "
+            f"head with {n_labels} labels"
+        )
+    return {"W1": W1, "b1": b1, "W2": W2, "b2": b2}
+
+
+def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> CheckedRecord:
+    """Check a head record, its JSON fields (type, kind, labels, temperature,
+    thresholds, params) and its tensors; the one place that judges them (a bundle's
+    heads, a PUT, a head just trained). Raises :class:`DataError`."""
     if not isinstance(record, Mapping):
         raise DataError(f"a head record must be an object, got {type(record).__name__}")
     htype = record.get("type", "linear")
-    if htype not in HEAD_TYPES_STORED:
+    if htype not in STORED_HEAD_TYPES:
         raise DataError(f"unknown head type {htype!r}; this version knows 'linear' and 'mlp'")
     kind = record.get("kind")
-    if kind not in KINDS:
-        raise DataError(f"head kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    problem = kind_problem(kind)
+    if problem is not None:
+        raise DataError(f"head {problem}")
+    kind = str(kind)
     labels = check_label_values(record.get("labels"))
     if len(labels) < (1 if kind == "multilabel" else 2):
         raise DataError(
@@ -172,6 +196,7 @@ def check_record(record: Mapping[str, Any]) -> CheckedRecord:
             bad = next(r for r, v in zip(raw, values, strict=True) if v is None or not 0 <= v <= 1)
             raise DataError(f"head thresholds must be numbers in [0, 1], got {bad!r}")
         thresholds = np.asarray(values, dtype=np.float32)
+    n_outputs = 1 if kind == "binary" else len(labels)
     params = record.get("params") or {}
     if not isinstance(params, dict):
         raise DataError(f"head 'params' must be an object, got {type(params).__name__}")
@@ -182,4 +207,5 @@ def check_record(record: Mapping[str, Any]) -> CheckedRecord:
         temperature=temperature,
         thresholds=thresholds,
         params=dict(params),
+        tensors=_check_tensors(htype, kind, len(labels), n_outputs, tensors),
     )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .app import ServeConfig, check_listen, create_app
+from .app import create_app
 from .auth import load_api_keys
 from .batcher import MicroBatcher
+from .config import ServeConfig, check_listen
 from .payload import head_from_json, head_to_json
 
 __all__ = [

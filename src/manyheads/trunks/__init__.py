@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ManyheadsError
-from .base import Trunk, l2_normalise
+from .base import Features, Trunk, TrunkAdapter, TrunkBase, l2_normalise
 from .composite import CompositeTrunk, composite_name, encode_features
 from .transformer import TransformerTrunk, minilm_path
 
@@ -22,25 +22,26 @@ __all__ = [
     "HASHING_PRESETS",
     "TRUNK_NAMES",
     "CompositeTrunk",
+    "Features",
     "HashingTrunk",
     "TransformerTrunk",
     "Trunk",
+    "TrunkAdapter",
+    "TrunkBase",
     "check_spec",
     "encode_features",
     "l2_normalise",
     "load_trunk",
     "minilm_path",
+    "spec_graph",
+    "spec_has_tiers",
+    "spec_keeps_files",
     "spec_name",
+    "spec_tier",
+    "spec_type",
 ]
 
-TRUNK_NAMES = ("minilm", "hashing", "tfidf")
-
-# named hashing configurations
-HASHING_PRESETS: dict[str, dict[str, Any]] = {
-    "hashing": {},
-    # TF-IDF without a vocabulary: character 1-5-grams, sublinear tf, idf fitted on training texts
-    "tfidf": {"dim": 2**14, "ngram_range": (1, 5), "idf": True},
-}
+from .presets import HASHING_PRESETS, TRUNK_NAMES
 
 
 def __getattr__(name: str) -> Any:
@@ -130,6 +131,43 @@ def check_spec(spec: Any) -> dict[str, Any]:
     return options
 
 
+def _spec_parts(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = spec.get("parts") if spec.get("type") == "composite" else None
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else [spec]
+
+
+def spec_tier(spec: dict[str, Any]) -> int | None:
+    """The tier (nested embedding size) a byte trunk spec serves; ``None`` for a trunk
+    without tiers. Read from the spec, nothing built."""
+    tier = spec.get("tier") if spec.get("type") == "byte" else None
+    return tier if isinstance(tier, int) and not isinstance(tier, bool) else None
+
+
+def spec_has_tiers(spec: dict[str, Any]) -> bool:
+    """Whether the trunk a spec describes has tiers (a byte trunk)."""
+    return spec.get("type") == "byte"
+
+
+def spec_graph(spec: dict[str, Any]) -> tuple[str, str] | None:
+    """``(file, sha256)`` of the graph a byte trunk spec names; ``None`` when it names
+    none (not a byte trunk, or one whose graph is not written yet)."""
+    if spec.get("type") != "byte" or not spec.get("graph"):
+        return None
+    return str(spec["graph"]), str(spec.get("graph_sha256"))
+
+
+def spec_keeps_files(spec: dict[str, Any]) -> bool:
+    """Whether the trunk a spec describes (or one of its parts) keeps files in the
+    bundle folder: a graph, a tokenizer. Saving such a bundle builds its trunk, to
+    write them."""
+    return any(p.get("type") in ("byte", "onnx") for p in _spec_parts(spec))
+
+
+def spec_type(spec: dict[str, Any]) -> str:
+    """The kind of trunk a spec describes, as messages name it."""
+    return str(spec.get("type"))
+
+
 def spec_name(spec: dict[str, Any]) -> str | None:
     """The name a trunk spec is written as (``minilm+tfidf``; ``load_trunk`` builds the same
     spec from it); ``None`` for a spec no name gives (a model folder, a graph)."""
@@ -152,7 +190,7 @@ def spec_name(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
+def _from_spec(spec: dict[str, Any], base: Path | None = None) -> TrunkBase:
     """The trunk a spec describes; a spec with unknown settings or values of the wrong
     type is refused with one line naming them."""
     options = check_spec(spec)
@@ -165,7 +203,7 @@ def _from_spec(spec: dict[str, Any], base: Path | None = None) -> Trunk:
         raise ConfigError(f"bad {kind} trunk spec {options}: {exc}") from None
 
 
-def _build(kind: Any, options: dict[str, Any], base: Path | None) -> Trunk:
+def _build(kind: Any, options: dict[str, Any], base: Path | None) -> TrunkBase:
     if kind == "composite":
         parts = options.get("parts")
         if not isinstance(parts, list):
@@ -213,7 +251,7 @@ def load_trunk(
     *,
     state: dict[str, Any] | None = None,
     base: Path | None = None,
-) -> Trunk:
+) -> TrunkBase:
     """Build a trunk from a name, a folder path, a spec dict, or return a trunk as is.
 
     Names: ``minilm``, ``hashing``, ``tfidf``, a model folder path, or several
@@ -226,18 +264,20 @@ def load_trunk(
         built = _from_spec(trunk, base)
     elif isinstance(trunk, Path | str):
         built = _from_name(str(trunk))
-    elif isinstance(trunk, Trunk):
+    elif isinstance(trunk, TrunkBase):
         return trunk
+    elif isinstance(trunk, Trunk):
+        return TrunkAdapter(trunk)
     else:
         raise TypeError(
             f"trunk must be a name, a path, a spec dict or a Trunk, got {type(trunk)!r}"
         )
     if state:
-        built.load_state(state)  # type: ignore[attr-defined]
+        built.load_state(state)
     return built
 
 
-def _from_name(name: str) -> Trunk:
+def _from_name(name: str) -> TrunkBase:
     if "+" in name and not Path(name).expanduser().is_dir():
         parts, weights = [], []
         for piece in name.split("+"):

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 
 from .._text import unicode_problem
-from ..errors import DataError
+from ..errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @runtime_checkable
@@ -46,6 +49,143 @@ class Trunk(Protocol):
     ) -> np.ndarray: ...
 
     def spec(self) -> dict[str, Any]: ...
+
+
+Features: TypeAlias = "np.ndarray | sp.csr_matrix"
+
+
+class TrunkBase:
+    """The rest of the trunk protocol, with the answers of a plain trunk: every built-in
+    trunk derives from it, and :func:`~manyheads.trunks.load_trunk` wraps a trunk object
+    of your own (one that has only ``name``, ``dim``, ``fingerprint``, ``encode`` and
+    ``spec``) so that every caller asks the same questions of every trunk.
+
+    ``parts`` / ``combine``
+        A composite trunk's parts and how their vectors join; a plain trunk is its
+        own one part.
+    ``needs_fit`` / ``fit`` / ``state`` / ``load_state``
+        Parts fitted on training texts (a TF-IDF idf): fitted once, their arrays
+        stored in the bundle's weights file.
+    ``cacheable`` / ``cache_key``
+        Whether vectors go through the embedding cache, under which key.
+    ``encode_features``
+        The vectors as the heads take them: sparse (CSR) where the trunk is.
+    ``encode_with_heads``
+        The vectors and the probabilities of the heads the trunk's own graph
+        computes (an exported bundle's graph holds its heads; others hold none).
+    ``graph_heads``
+        ``{head: digest}`` of the heads inside the trunk's graph; ``None`` for a
+        trunk whose graph holds no heads.
+    ``save_files`` / ``weights_in_graph``
+        Files the trunk keeps in the bundle folder (a graph), and whether that
+        graph already holds every weight (then the weights are stored once).
+    ``tier``
+        The nested embedding size a byte trunk serves; ``None`` for others.
+    """
+
+    _name: str
+
+    @property
+    def name(self) -> str:
+        """Short human name (``minilm``, ``tfidf``, a folder's name)."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def fingerprint(self) -> str:
+        raise NotImplementedError
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        raise NotImplementedError
+
+    def spec(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def parts(self) -> list[TrunkBase]:
+        return [self]
+
+    def combine(self, blocks: Sequence[Features]) -> Features:
+        """The trunk's vectors from its parts' (one block per part, in order)."""
+        return blocks[0]
+
+    @property
+    def needs_fit(self) -> bool:
+        return False
+
+    def fit(self, texts: Sequence[str]) -> TrunkBase:
+        return self
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        if state:
+            raise ConfigError(
+                f"the {self.name} trunk keeps no fitted arrays, got {', '.join(sorted(state))}"
+            )
+
+    cacheable: bool = True
+
+    @property
+    def cache_key(self) -> str:
+        return self.fingerprint
+
+    def encode_features(self, texts: Sequence[str], *, progress: bool = False) -> Features:
+        return self.encode(texts, progress=progress)
+
+    def encode_with_heads(
+        self, texts: Sequence[str], heads: Mapping[str, str]
+    ) -> tuple[Features, dict[str, np.ndarray]]:
+        """``(vectors, {head: probabilities})``: the probabilities of those of ``heads``
+        (``{name: digest}``) that the trunk's graph computes with that digest."""
+        return self.encode_features(texts), {}
+
+    def graph_heads(self) -> dict[str, str] | None:
+        return None
+
+    def save_files(self, folder: Path) -> None:
+        """Write the files this trunk keeps in a bundle folder (none for most trunks)."""
+
+    def weights_in_graph(self) -> bool:
+        return False
+
+    @property
+    def tier(self) -> int | None:
+        return None
+
+
+class TrunkAdapter(TrunkBase):
+    """A trunk object of your own that follows :class:`Trunk`, with the rest of the
+    protocol answered as for a plain trunk."""
+
+    def __init__(self, trunk: Trunk) -> None:
+        self.trunk = trunk
+        self._name = trunk.name
+
+    @property
+    def dim(self) -> int:
+        return int(self.trunk.dim)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.trunk.fingerprint
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        return self.trunk.encode(texts, batch_size=batch_size, progress=progress)
+
+    def spec(self) -> dict[str, Any]:
+        return self.trunk.spec()
+
+    def __repr__(self) -> str:
+        return repr(self.trunk)
 
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:

@@ -7,21 +7,22 @@ are fitted on training texts (a hashing trunk with idf) are fitted once, when
 the bundle is created, and then frozen like any trunk.
 
 Wide sparse parts (hashing) stay sparse: :meth:`encode_features` returns a
-SciPy CSR matrix when any part is sparse, and heads, fusion and the cache
-work on it directly.
+SciPy CSR matrix when any part is sparse, and heads and fusion work on it
+directly.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError
-from .base import Trunk, check_texts
+from .base import Features, TrunkAdapter, TrunkBase, check_texts
 
 
 def composite_name(names: list[str], weights: list[float] | None) -> str:
@@ -31,11 +32,11 @@ def composite_name(names: list[str], weights: list[float] | None) -> str:
     return "+".join(f"{n}@{w:g}" for n, w in zip(names, weights, strict=True))
 
 
-class CompositeTrunk:
+class CompositeTrunk(TrunkBase):
     """Concatenation of ``parts`` with per-part ``weights``."""
 
-    def __init__(self, parts: Sequence[Trunk], weights: Sequence[float] | None = None) -> None:
-        parts = list(parts)
+    def __init__(self, parts: Sequence[TrunkBase], weights: Sequence[float] | None = None) -> None:
+        parts = [p if isinstance(p, TrunkBase) else TrunkAdapter(p) for p in parts]
         if len(parts) < 2:
             raise ConfigError(f"a composite trunk needs at least 2 parts, got {len(parts)}")
         weights = [1.0] * len(parts) if weights is None else [float(w) for w in weights]
@@ -43,9 +44,9 @@ class CompositeTrunk:
             raise ConfigError(f"{len(parts)} trunk parts but {len(weights)} weights")
         if any(not w > 0 for w in weights):
             raise ConfigError(f"trunk part weights must be positive, got {weights}")
-        self.parts = parts
+        self._parts = parts
         self.weights = weights
-        self.name = composite_name([p.name for p in parts], weights)
+        self._name = composite_name([p.name for p in parts], weights)
         self._scale = [w / float(np.sqrt(sum(x * x for x in weights))) for w in weights]
 
     @property
@@ -53,13 +54,17 @@ class CompositeTrunk:
         return sum(int(p.dim) for p in self.parts)
 
     @property
+    def parts(self) -> list[TrunkBase]:
+        return list(self._parts)
+
+    @property
     def needs_fit(self) -> bool:
-        return any(getattr(p, "needs_fit", False) for p in self.parts)
+        return any(p.needs_fit for p in self._parts)
 
     def fit(self, texts: Sequence[str]) -> CompositeTrunk:
-        for p in self.parts:
-            if getattr(p, "needs_fit", False):
-                p.fit(texts)  # type: ignore[attr-defined]
+        for p in self._parts:
+            if p.needs_fit:
+                p.fit(texts)
         return self
 
     @property
@@ -79,43 +84,41 @@ class CompositeTrunk:
 
     def state(self) -> dict[str, np.ndarray]:
         out = {}
-        for i, p in enumerate(self.parts):
-            for key, arr in (p.state() if hasattr(p, "state") else {}).items():
+        for i, p in enumerate(self._parts):
+            for key, arr in p.state().items():
                 out[f"parts/{i}/{key}"] = arr
         return out
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
-        for i, p in enumerate(self.parts):
+        for i, p in enumerate(self._parts):
             prefix = f"parts/{i}/"
-            own = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
-            if hasattr(p, "load_state"):
-                p.load_state(own)
+            p.load_state({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
 
-    def combine(self, blocks: Sequence[np.ndarray | sp.spmatrix]) -> np.ndarray | sp.csr_matrix:
+    def save_files(self, folder: Path) -> None:
+        for p in self._parts:
+            p.save_files(folder)
+
+    def combine(self, blocks: Sequence[Features]) -> Features:
         """Join the parts' (normalised) vectors with the part weights."""
         scaled = [b * s for b, s in zip(blocks, self._scale, strict=True)]
         if any(sp.issparse(b) for b in scaled):
             return sp.hstack([sp.csr_matrix(b) for b in scaled], format="csr", dtype=np.float32)
         return np.concatenate(scaled, axis=1).astype(np.float32)
 
-    def encode_features(self, texts: Sequence[str]) -> np.ndarray | sp.csr_matrix:
+    def encode_features(self, texts: Sequence[str], *, progress: bool = False) -> Features:
         texts = check_texts(texts)
-        return self.combine([encode_features(p, texts) for p in self.parts])
+        return self.combine([p.encode_features(texts, progress=progress) for p in self._parts])
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
-        X: Any = self.encode_features(texts)
+        X: Any = self.encode_features(texts, progress=progress)
         return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
 
     def __repr__(self) -> str:
-        return f"CompositeTrunk({self.parts!r}, weights={self.weights})"
+        return f"CompositeTrunk({self._parts!r}, weights={self.weights})"
 
 
-def encode_features(trunk: Any, texts: Sequence[str]) -> np.ndarray | sp.csr_matrix:
-    """A trunk's vectors, sparse where the trunk offers it (``encode_sparse``)."""
-    if hasattr(trunk, "encode_sparse"):
-        return trunk.encode_sparse(texts)
-    if hasattr(trunk, "encode_features"):
-        return trunk.encode_features(texts)
-    return trunk.encode(texts)
+def encode_features(trunk: TrunkBase, texts: Sequence[str]) -> Features:
+    """A trunk's vectors, sparse where the trunk is (:meth:`TrunkBase.encode_features`)."""
+    return trunk.encode_features(texts)

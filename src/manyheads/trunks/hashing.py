@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -23,13 +22,13 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import HashingVectorizer
 
 from ..errors import ConfigError, ManyheadsError
-from .base import check_texts, config_fingerprint
+from .base import TrunkBase, check_texts, config_fingerprint
 
 _VERSION = 2
 _ANALYZERS = ("char_wb", "char", "word")
 
 
-class HashingTrunk:
+class HashingTrunk(TrunkBase):
     """Hashing of character (or word) n-grams into ``dim`` buckets.
 
     Parameters
@@ -85,18 +84,19 @@ class HashingTrunk:
         )
         self.idf_: np.ndarray | None = None
         self._fingerprint: str | None = None
+        self._preset: str | None = None  # the name, worked out on first use
 
-    @cached_property
+    @property
     def name(self) -> str:
         """The named configuration this trunk has the settings of (``tfidf``), else
         ``hashing``."""
-        from . import HASHING_PRESETS
+        from .presets import HASHING_PRESETS
 
-        mine = self._config()
-        for name, preset in HASHING_PRESETS.items():
-            if HashingTrunk(**preset)._config() == mine:
-                return name
-        return "hashing"
+        if self._preset is None:
+            mine = self._config()
+            found = [n for n, p in HASHING_PRESETS.items() if HashingTrunk(**p)._config() == mine]
+            self._preset = found[0] if found else "hashing"
+        return self._preset
 
     def _config(self) -> dict[str, Any]:
         return {
@@ -163,7 +163,7 @@ class HashingTrunk:
     def spec(self) -> dict[str, Any]:
         return {"type": "hashing", **self._config()}
 
-    def encode_sparse(self, texts: Sequence[str]) -> sp.csr_matrix:
+    def encode_features(self, texts: Sequence[str], *, progress: bool = False) -> sp.csr_matrix:
         """Rows as a sparse CSR float32 matrix, L2-normalised."""
         texts = check_texts(texts)
         if self.needs_fit:
@@ -186,7 +186,9 @@ class HashingTrunk:
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
-        return np.asarray(self.encode_sparse(texts).toarray(), dtype=np.float32)
+        return np.asarray(self.encode_features(texts).toarray(), dtype=np.float32)
+
+    encode_sparse = encode_features  # the earlier name
 
     def __repr__(self) -> str:
         return (

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
-from .base import check_texts, load_tokenizer_file
+from .base import TrunkBase, check_texts, load_tokenizer_file
 from .windows import token_windows
 
 EMBEDDING = "embedding"
@@ -164,7 +164,7 @@ class _Graph:
     spread: str = "batches"  # "batches" or "texts": the session's thread count follows it
 
 
-class OnnxTrunk:
+class OnnxTrunk(TrunkBase):
     """A trunk exported to ONNX, run by onnxruntime.
 
     Parameters
@@ -213,7 +213,7 @@ class OnnxTrunk:
         max_batch: int = 64,
     ) -> None:
         self.folder = Path(folder)
-        self.name = name
+        self._name = name
         self.file = file
         self.tokenizer_file = tokenizer
         self._fingerprint = str(fingerprint)
@@ -328,10 +328,31 @@ class OnnxTrunk:
             spread=spread,
         )
 
-    @property
+    def save_files(self, folder: Path) -> None:
+        """Copy the graph and the tokenizer into ``folder`` (a bundle saved elsewhere)
+        and read them from there on."""
+        from .._io import atomic_write_bytes
+
+        for rel in (self.file, self.tokenizer_file):
+            target = folder / rel
+            if not target.exists():
+                atomic_write_bytes(target, (self.folder / rel).read_bytes())
+        self.folder = folder
+
     def graph_heads(self) -> dict[str, str]:
         """``{head: digest}`` of the heads inside the graph."""
         return dict(self.graph().heads)
+
+    def encode_with_heads(
+        self, texts: Sequence[str], heads: Mapping[str, str]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The embedding and the probabilities of those ``heads`` the graph holds with the
+        same digest, from one run of one snapshot of the graph (a head changed since the
+        graph was written is left to the caller)."""
+        graph = self.graph()
+        inside = [n for n, digest in heads.items() if graph.heads.get(n) == digest]
+        out = self.run(texts, inside, graph=graph)
+        return out.pop(EMBEDDING), out
 
     # -- running -----------------------------------------------------------
 

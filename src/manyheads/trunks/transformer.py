@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
-from .base import check_texts, config_fingerprint, l2_normalise, load_tokenizer_file
+from .base import TrunkBase, check_texts, config_fingerprint, l2_normalise, load_tokenizer_file
 from .windows import special_span, token_windows
 
 __all__ = ["TransformerTrunk", "minilm_path", "special_span"]
@@ -50,7 +50,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _sentence_transformers_settings(folder: Path) -> tuple[Path, str | None, int | None]:
+def sentence_transformers_settings(folder: Path) -> tuple[Path, str | None, int | None]:
     """Return (transformer sub-folder, pooling mode or None, max_seq_length or None)."""
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
@@ -79,7 +79,7 @@ def _sentence_transformers_settings(folder: Path) -> tuple[Path, str | None, int
     return model_dir, pooling, max_len
 
 
-class TransformerTrunk:
+class TransformerTrunk(TrunkBase):
     """A local transformer model folder used as a frozen encoder."""
 
     def __init__(
@@ -100,10 +100,10 @@ class TransformerTrunk:
                 "(give a local Hugging Face / sentence-transformers model folder)"
             )
         self.path = folder.resolve()
-        self.name = name or self.path.name
+        self._name = name or self.path.name
         # a registered trunk (``minilm``) is stored by name, so bundles move between machines
         self._registered = registered
-        model_dir, st_pooling, st_max_len = _sentence_transformers_settings(self.path)
+        model_dir, st_pooling, st_max_len = sentence_transformers_settings(self.path)
         self._model_dir = model_dir
         if not (model_dir / "config.json").is_file():
             raise ManyheadsError(f"{model_dir} has no config.json; it is not a transformer folder")
@@ -155,6 +155,21 @@ class TransformerTrunk:
         tok.no_truncation()
         tok.no_padding()
         return tok
+
+    @property
+    def model_dir(self) -> Path:
+        """The folder of the transformer's weights and config (a sentence-transformers
+        folder's transformer module)."""
+        return Path(self._model_dir)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Rust ``tokenizers`` tokenizer (no truncation, no padding)."""
+        return self._tokenizer
+
+    def save_tokenizer(self, path: Path) -> None:
+        """Write the tokenizer as one ``tokenizer.json`` (the Rust tokenizers format)."""
+        self._tokenizer.save(str(path))
 
     def _config(self) -> dict[str, Any]:
         return {"version": _VERSION, "pooling": self.pooling, "max_length": self.max_length}

@@ -57,12 +57,14 @@ from typing import Any
 
 import numpy as np
 
-from ._io import staged_dir
-from ._progress import transformers_bars
-from .errors import ConfigError, DataError, ManyheadsError, require
-from .heads.linear import _as_label_sets, check_kind
-from .trunks.base import check_texts
-from .trunks.transformer import TransformerTrunk, _sentence_transformers_settings, special_span
+from .._io import staged_dir
+from .._progress import transformers_bars
+from ..errors import ConfigError, DataError, ManyheadsError, require
+from ..heads.kinds import check_kind
+from ..heads.nn import task_loss
+from ..heads.targets import learn_targets
+from ..trunks.base import check_texts
+from ..trunks.transformer import TransformerTrunk, sentence_transformers_settings, special_span
 
 __all__ = ["FinetuneReport", "finetune_transformer", "training_embeddings"]
 
@@ -159,10 +161,7 @@ def _prepare_tasks(
         if not isinstance(spec, tuple | list) or len(spec) != 2:
             raise ConfigError(f"task {name!r} must be a (kind, labels) pair, got {spec!r:.80}")
         kind, labels = spec
-        try:
-            kind = check_kind(kind)
-        except ConfigError as exc:
-            raise ConfigError(f"task {name!r}: {exc}") from None
+        kind = check_kind(kind, f"task {name!r}:")
         if isinstance(labels, str | bytes):
             raise DataError(f"task {name!r}: labels must be a sequence, not a single string")
         labels = list(labels)
@@ -178,41 +177,14 @@ def _prepare_tasks(
             raise ConfigError(
                 f"task_weights[{name!r}] must be a non-negative number, got {weight!r}"
             )
-        if kind == "multilabel":
-            from sklearn.preprocessing import MultiLabelBinarizer
-
-            try:
-                sets = _as_label_sets(labels)
-            except DataError as exc:
-                raise DataError(f"task {name!r}: {exc}") from None
-            mlb = MultiLabelBinarizer()
-            try:
-                matrix = mlb.fit_transform(sets).astype(np.float32)
-            except TypeError as exc:
-                raise DataError(f"task {name!r}: labels cannot be sorted: {exc}") from None
-            if matrix.shape[1] == 0:
-                raise DataError(f"task {name!r}: multilabel targets contain no label at all")
-            out.append(_Task(name, kind, list(mlb.classes_), matrix, float(weight)))
-            continue
         try:
-            classes = sorted(set(labels))
-        except TypeError as exc:
-            raise DataError(
-                f"task {name!r}: labels must be hashable and of one comparable type ({exc})"
-            ) from None
-        if len(classes) < 2:
-            only = classes[0] if classes else None
-            raise DataError(
-                f"task {name!r} ({kind}) has a single class ({only!r}); it needs at least two"
-            )
-        if kind == "binary" and len(classes) != 2:
-            raise DataError(
-                f"task {name!r} is binary but has {len(classes)} classes: {classes[:10]}"
-            )
-        index = {c: i for i, c in enumerate(classes)}
-        idx = np.fromiter((index[v] for v in labels), dtype=np.int64, count=n_texts)
-        target = idx.astype(np.float32)[:, None] if kind == "binary" else idx
-        out.append(_Task(name, kind, classes, target, float(weight)))
+            learnt = learn_targets(kind, labels, where=f"task {name!r}: ")
+        except DataError as exc:
+            raise DataError(str(exc)) from None
+        target = learnt.y
+        if kind == "binary":  # one sigmoid output: the positive class, as a float
+            target = target.astype(np.float32)[:, None]
+        out.append(_Task(name, kind, learnt.classes, target, float(weight)))
     if not any(t.weight > 0 for t in out):
         raise ConfigError("task_weights are all zero; at least one task must weigh > 0")
     return out
@@ -238,7 +210,7 @@ class _Encoder:
         # TransformerTrunk validates the folder and resolves pooling, window and tokenizer
         self.trunk = TransformerTrunk(model_dir, pooling=pooling)
         self.root = self.trunk.path
-        self.model_dir, self.st_pooling, _ = _sentence_transformers_settings(self.root)
+        self.model_dir, self.st_pooling, _ = sentence_transformers_settings(self.root)
         self.pooling = self.trunk.pooling
         positions = int(
             json.loads((self.model_dir / "config.json").read_text(encoding="utf-8")).get(
@@ -246,7 +218,7 @@ class _Encoder:
             )
         )
         self.max_length = min(max_length, positions)
-        self.tokenizer = self.trunk._tokenizer
+        self.tokenizer = self.trunk.tokenizer
         try:
             model = transformers.AutoModel.from_pretrained(
                 str(self.model_dir), local_files_only=True, use_safetensors=True
@@ -332,13 +304,6 @@ def training_embeddings(
 
 
 # -- training ----------------------------------------------------------------
-
-
-def _task_loss(torch: Any, task: _Task, logits: Any, target: Any) -> Any:
-    functional = torch.nn.functional
-    if task.kind == "multiclass":
-        return functional.cross_entropy(logits, target)
-    return functional.binary_cross_entropy_with_logits(logits, target)
 
 
 def _optimizer(cls: Any, groups: list[Any], **kwargs: Any) -> Any:
@@ -529,7 +494,7 @@ def finetune_transformer(
             total = emb.new_zeros(())
             for task, head, target in zip(task_list, heads, targets, strict=True):
                 if task.weight > 0:
-                    loss = _task_loss(torch, task, head(emb), target[rows])
+                    loss = task_loss(task.kind, head(emb), target[rows])
                     total = total + task.weight * loss
             return total
 
@@ -579,7 +544,7 @@ def finetune_transformer(
         params = [p for group in optimizer.param_groups for p in group["params"]]
         losses: list[float] = []
         steps = 0
-        from ._progress import progress_bar
+        from .._progress import progress_bar
 
         encoder.model.train()
         with progress_bar(total=total_steps, desc="fine-tuning", enabled=progress) as bar:

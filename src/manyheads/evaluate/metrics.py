@@ -7,19 +7,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score
 
-
-def expected_calibration_error(
-    confidence: np.ndarray, correct: np.ndarray, n_bins: int = 15
-) -> float:
-    """ECE with equal-width confidence bins: sum over bins of |accuracy - confidence| * share."""
-    conf = np.asarray(confidence, dtype=np.float64).ravel()
-    hit = np.asarray(correct, dtype=np.float64).ravel()
-    if conf.size == 0:
-        return 0.0
-    bins = np.minimum((conf * n_bins).astype(int), n_bins - 1)
-    conf_sum = np.bincount(bins, weights=conf, minlength=n_bins)
-    hit_sum = np.bincount(bins, weights=hit, minlength=n_bins)
-    return float(np.abs(hit_sum - conf_sum).sum() / conf.size)
+from ..heads.calibration import expected_calibration_error
 
 
 def head_metrics(
@@ -49,7 +37,7 @@ def head_metrics(
             "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
             "ece": ece,
         }
-    labels = np.arange(proba.shape[1])
+    # a target of -1 (unseen in training) stays in both averages: an error like any other
     present = np.unique(np.concatenate([y_true, y_pred]))
     conf = proba.max(axis=1)
     return {
@@ -59,7 +47,7 @@ def head_metrics(
             f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0)
         ),
         "micro_f1": float(
-            f1_score(y_true, y_pred, labels=labels, average="micro", zero_division=0)
+            f1_score(y_true, y_pred, labels=present, average="micro", zero_division=0)
         ),
         "ece": expected_calibration_error(conf, np.argmax(proba, axis=1) == y_true),
     }

@@ -24,35 +24,24 @@ heads' fused matrix is applied to the joined vector.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ._io import atomic_write_bytes, describe_os_error, staged_dir
-from .errors import BundleError, ConfigError, require
-from .heads.fused import FusedHeads
-from .trunks.onnxrt import EMBEDDING, HEAD_PREFIX, META_HEADS, OnnxTrunk, file_sha256
-
-if TYPE_CHECKING:
-    from .bundle import Bundle
-    from .trunks.transformer import TransformerTrunk
+from .._io import atomic_write_bytes, describe_os_error, staged_dir
+from ..bundle import Bundle, check_writable
+from ..bundle.graph import HEADS, compose_heads, const, graph_file_name, serialize
+from ..errors import BundleError, ConfigError, require
+from ..trunks import CompositeTrunk, TransformerTrunk
+from ..trunks.onnxrt import EMBEDDING, OnnxTrunk, file_sha256
 
 __all__ = ["compose_heads", "export_bundle", "graph_file_name"]
 
 OPSET = 17
 WINDOW_EMBEDDING = "window_embedding"
 POOL = "mh.pool/"  # node / initializer prefix of the window averaging
-HEADS = "mh.heads/"  # node / initializer prefix of the heads (rewritten when heads change)
-_MAX_PROTO = 1_800_000_000  # protobuf's 2 GB limit, with room
-
-
-def graph_file_name(sha256: str) -> str:
-    """Graph files are named by their content, so a new graph never overwrites a used one."""
-    return f"model-{sha256[:12]}.onnx"
 
 
 # -- encoder (torch) -----------------------------------------------------------
@@ -62,19 +51,19 @@ def _export_encoder(trunk: TransformerTrunk, path: Path, opset: int) -> None:
     """Encoder + pooling + per-window L2 normalisation as an ONNX file (needs torch)."""
     torch = require("torch", "transformers")
     transformers = require("transformers", "transformers")
-    from ._progress import transformers_bars
+    from .._progress import transformers_bars
 
     with transformers_bars(False):
         try:
             model = transformers.AutoModel.from_pretrained(
-                str(trunk._model_dir),
+                str(trunk.model_dir),
                 local_files_only=True,
                 use_safetensors=True,
                 attn_implementation="eager",
             )
         except (TypeError, ValueError):  # a model without the eager attention option
             model = transformers.AutoModel.from_pretrained(
-                str(trunk._model_dir), local_files_only=True, use_safetensors=True
+                str(trunk.model_dir), local_files_only=True, use_safetensors=True
             )
     model.eval()
     pooling = trunk.pooling
@@ -123,10 +112,6 @@ def _export_encoder(trunk: TransformerTrunk, path: Path, opset: int) -> None:
 # -- the tail: window averaging, normalisation, heads (onnx.helper) ----------------
 
 
-def _const(onnx: Any, name: str, array: np.ndarray) -> Any:
-    return onnx.numpy_helper.from_array(np.ascontiguousarray(array), name=name)
-
-
 def _add_pooling(onnx: Any, graph: Any, dim: int) -> None:
     """``embedding = normalise(window_weights @ window_embedding)``."""
     h = onnx.helper
@@ -135,8 +120,8 @@ def _add_pooling(onnx: Any, graph: Any, dim: int) -> None:
     )
     graph.initializer.extend(
         [
-            _const(onnx, POOL + "axes", np.array([1], dtype=np.int64)),
-            _const(onnx, POOL + "eps", np.array(1e-12, dtype=np.float32)),
+            const(onnx, POOL + "axes", np.array([1], dtype=np.int64)),
+            const(onnx, POOL + "eps", np.array(1e-12, dtype=np.float32)),
         ]
     )
     graph.node.extend(
@@ -160,91 +145,6 @@ def _add_pooling(onnx: Any, graph: Any, dim: int) -> None:
     graph.output.append(h.make_tensor_value_info(EMBEDDING, onnx.TensorProto.FLOAT, ["texts", dim]))
 
 
-def compose_heads(model: Any, fused: FusedHeads | None) -> Any:
-    """Replace the heads at the end of ``model`` (an ``onnx.ModelProto``) with ``fused``.
-
-    Nodes, initializers and outputs of the previous heads (prefix ``mh.heads/``,
-    outputs ``probs/...``) are removed first; the encoder is left untouched.
-    ``fused=None`` leaves a graph that gives the embedding only.
-    """
-    onnx = require("onnx", "onnx")
-    h = onnx.helper
-    graph = model.graph
-    keep_nodes = [n for n in graph.node if not n.name.startswith(HEADS)]
-    keep_init = [i for i in graph.initializer if not i.name.startswith(HEADS)]
-    keep_out = [o for o in graph.output if not o.name.startswith(HEAD_PREFIX)]
-    for field, kept in ((graph.node, keep_nodes), (graph.initializer, keep_init)):
-        del field[:]
-        field.extend(kept)
-    del graph.output[:]
-    graph.output.extend(keep_out)
-    digests: dict[str, str] = {}
-    if fused is not None:
-        nodes, inits = [], [_const(onnx, HEADS + "W", fused.W), _const(onnx, HEADS + "b", fused.b)]
-        nodes.append(
-            h.make_node("MatMul", [EMBEDDING, HEADS + "W"], [HEADS + "XW"], name=HEADS + "XW")
-        )
-        nodes.append(
-            h.make_node("Add", [HEADS + "XW", HEADS + "b"], [HEADS + "Z"], name=HEADS + "Z")
-        )
-        inits.append(_const(onnx, HEADS + "axis1", np.array([1], dtype=np.int64)))
-        inits.append(_const(onnx, HEADS + "one", np.array(1.0, dtype=np.float32)))
-        for name in fused.names:
-            spec, cols, p = fused.specs[name], fused.slices[name], f"{HEADS}{name}/"
-            inits.append(_const(onnx, p + "start", np.array([cols.start], dtype=np.int64)))
-            inits.append(_const(onnx, p + "stop", np.array([cols.stop], dtype=np.int64)))
-            nodes.append(
-                h.make_node(
-                    "Slice",
-                    [HEADS + "Z", p + "start", p + "stop", HEADS + "axis1"],
-                    [p + "z"],
-                    name=p + "slice",
-                )
-            )
-            z = p + "z"
-            if spec.W2 is not None:  # MLP head: ReLU, output layer
-                assert spec.b2 is not None
-                inits += [_const(onnx, p + "W2", spec.W2), _const(onnx, p + "b2", spec.b2)]
-                nodes += [
-                    h.make_node("Relu", [z], [p + "h"], name=p + "relu"),
-                    h.make_node("MatMul", [p + "h", p + "W2"], [p + "hw"], name=p + "out"),
-                    h.make_node("Add", [p + "hw", p + "b2"], [p + "logits"], name=p + "bias"),
-                ]
-                z = p + "logits"
-            out = HEAD_PREFIX + name
-            if spec.kind == "multiclass":
-                nodes.append(h.make_node("Softmax", [z], [out], name=p + "softmax", axis=1))
-            elif spec.kind == "multilabel":
-                nodes.append(h.make_node("Sigmoid", [z], [out], name=p + "sigmoid"))
-            else:
-                nodes += [
-                    h.make_node("Sigmoid", [z], [p + "p"], name=p + "sigmoid"),
-                    h.make_node("Sub", [HEADS + "one", p + "p"], [p + "q"], name=p + "q"),
-                    h.make_node("Concat", [p + "q", p + "p"], [out], name=p + "concat", axis=1),
-                ]
-            k = 2 if spec.kind == "binary" else spec.n_outputs
-            graph.output.append(h.make_tensor_value_info(out, onnx.TensorProto.FLOAT, ["texts", k]))
-            digests[name] = spec.digest
-        graph.node.extend(nodes)
-        graph.initializer.extend(inits)
-    meta = {p.key: p.value for p in model.metadata_props}
-    meta[META_HEADS] = json.dumps(digests, sort_keys=True)
-    del model.metadata_props[:]
-    for key, value in sorted(meta.items()):
-        model.metadata_props.append(onnx.StringStringEntryProto(key=key, value=value))
-    return model
-
-
-def _serialize(model: Any) -> bytes:
-    """The graph as the bytes of one ONNX file (refused above protobuf's 2 GB limit)."""
-    if model.ByteSize() > _MAX_PROTO:
-        raise BundleError(
-            "the exported graph is larger than 2 GB, which one ONNX file cannot hold; "
-            "manyheads exports models below that size"
-        )
-    return bytes(model.SerializeToString())
-
-
 def _quantize(source: Path, target: Path, exclude: list[str]) -> None:
     require("onnxruntime", "onnx")
     import logging
@@ -266,21 +166,6 @@ def _quantize(source: Path, target: Path, exclude: list[str]) -> None:
         logging.getLogger().setLevel(quiet)
 
 
-def rewrite_heads(folder: Path, trunk: OnnxTrunk, fused: FusedHeads | None) -> str:
-    """Write ``trunk``'s graph with ``fused`` as its heads into ``folder``; returns the new
-    graph's SHA-256. Its file, ``graph_file_name(sha)``, is named by its content; the old
-    file is left for the caller to drop."""
-    onnx = require("onnx", "onnx")
-    model = onnx.load(str(trunk.folder / trunk.file))
-    compose_heads(model, fused)
-    blob = _serialize(model)
-    sha = hashlib.sha256(blob).hexdigest()
-    target = folder / graph_file_name(sha)
-    if not target.exists():
-        atomic_write_bytes(target, blob)
-    return sha
-
-
 # -- the whole bundle ------------------------------------------------------------
 
 
@@ -294,12 +179,7 @@ def export_bundle(
     ``Bundle.load(out)`` runs it with onnxruntime, without torch. The folder
     appears complete or not at all (built beside it, then renamed).
     """
-    from .trunks import CompositeTrunk
-    from .trunks.transformer import TransformerTrunk
-
     require("onnx", "onnx")
-    from .bundle import check_writable
-
     out = Path(out)
     check_writable(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -307,7 +187,7 @@ def export_bundle(
     if not bundle.heads:
         raise BundleError("the bundle has no heads yet; train one before exporting")
     trunk = bundle.trunk
-    parts = list(trunk.parts) if isinstance(trunk, CompositeTrunk) else [trunk]
+    parts = list(trunk.parts)
     neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
     if any(isinstance(p, OnnxTrunk) for p in parts):
         raise ConfigError(
@@ -331,9 +211,6 @@ def _export_into(
     work: Path, bundle: Bundle, parts: list[Any], neural: int, *, int8: bool, opset: int
 ) -> None:
     """Write the exported bundle into the staged folder ``work``."""
-    from .bundle import Bundle
-    from .trunks import CompositeTrunk
-
     onnx = require("onnx", "onnx")
     source: TransformerTrunk = parts[neural]  # checked by the caller
     composite = len(parts) > 1
@@ -342,9 +219,9 @@ def _export_into(
     _export_encoder(source, encoder, opset)
     model = onnx.load(str(encoder))
     _add_pooling(onnx, model.graph, source.dim)
-    compose_heads(model, None if composite else bundle._state.fused)
+    compose_heads(model, None if composite else bundle.fused_heads)
     full = work / "full.onnx"
-    atomic_write_bytes(full, _serialize(model))
+    atomic_write_bytes(full, serialize(model))
     encoder.unlink()
     graph = work / "graph.onnx"
     if int8:
@@ -355,7 +232,7 @@ def _export_into(
         full.rename(graph)
     sha = file_sha256(graph)
     graph.rename(work / graph_file_name(sha))
-    source._tokenizer.save(str(work / "tokenizer.json"))
+    source.save_tokenizer(work / "tokenizer.json")
     exported = OnnxTrunk(
         work,
         name=source.name,
@@ -370,14 +247,7 @@ def _export_into(
     new_parts = list(parts)
     new_parts[neural] = exported
     new_trunk: Any = (
-        CompositeTrunk(new_parts, trunk.weights)  # type: ignore[attr-defined]
-        if composite
-        else exported
+        CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else exported
     )
-    copy = Bundle(new_trunk, cache=bundle._cache_arg)
-    copy._trunk_state = bundle._current_trunk_state()
-    copy._state = bundle._state
-    copy._data = dict(bundle._data)
-    copy.path = bundle.path  # kept training data is read from the source folder
-    copy.save(work)
+    bundle.with_trunk(new_trunk).save(work)
     (work / ".lock").unlink(missing_ok=True)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._io import remove_stale_temps
-from .errors import BundleError
+from .._io import remove_stale_temps
+from ..errors import BundleError
 
 __all__ = [
     "BUNDLE_JSON",

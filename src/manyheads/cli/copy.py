@@ -1,0 +1,20 @@
+"""``manyheads copy``: copying a bundle whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..bundle import copy_bundle
+
+
+def copy(
+    source: Annotated[str, typer.Argument(help="Bundle folder, or a built-in bundle's name.")],
+    out: Annotated[Path, typer.Argument(help="New (or empty) folder to write.")],
+) -> None:
+    """Copy a bundle whole (tiers and kept training data too), e.g. the read-only
+    built-in bundle, into a folder of your own to change."""
+    folder = copy_bundle(source, out)
+    typer.echo(f"copied {source} to {folder}")

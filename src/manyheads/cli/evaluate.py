@@ -1,0 +1,64 @@
+"""``manyheads eval``: evaluating a bundle's heads on a labelled file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .. import jobs
+from .common import (
+    BundleOpt,
+    CacheDirOpt,
+    HeadsOpt,
+    LabelSepOpt,
+    NoCacheOpt,
+    TextFieldOpt,
+    TierOpt,
+    split_names,
+    table,
+)
+
+
+def eval_(
+    data: Annotated[Path, typer.Argument(help="Labelled CSV, TSV, JSONL or Parquet file.")],
+    bundle: BundleOpt,
+    heads: HeadsOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    text_field: TextFieldOpt = "text",
+    label_sep: LabelSepOpt = ",",
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    tier: TierOpt = None,
+) -> None:
+    """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped)."""
+    metrics, notes = jobs.evaluate_file(
+        data,
+        bundle,
+        heads=split_names(heads),
+        text_field=text_field,
+        label_sep=label_sep,
+        cache_dir=cache_dir,
+        no_cache=no_cache,
+        tier=tier,
+    )
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    if as_json:
+        typer.echo(json.dumps({"heads": metrics}))
+        return
+    rows = [
+        [
+            n,
+            m["kind"],
+            m["n"],
+            m.get("accuracy"),
+            m.get("macro_f1"),
+            m.get("micro_f1"),
+            m.get("ece"),
+        ]
+        for n, m in metrics.items()
+    ]
+    typer.echo(table(rows, ["head", "kind", "n", "accuracy", "macro_f1", "micro_f1", "ece"]))

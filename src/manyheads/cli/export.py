@@ -1,0 +1,25 @@
+"""``manyheads export``: exporting a bundle to one ONNX graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .. import jobs
+from .common import BundleOpt
+
+
+def export(
+    bundle: BundleOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="New (or empty) folder to write.")],
+    int8: Annotated[
+        bool, typer.Option("--int8", help="Quantise the encoder's weights to int8 (dynamic).")
+    ] = False,
+) -> None:
+    """Export the bundle to one ONNX graph (trunk + every head): a bundle that runs
+    with onnxruntime, without torch."""
+    folder = jobs.export_file(bundle, out, int8=int8)
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    typer.echo(f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''})")

@@ -1,0 +1,80 @@
+"""``manyheads finetune``: fine-tuning a bundle's transformer trunk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .. import jobs
+from .common import (
+    TASK_HELP,
+    BundleOpt,
+    CacheDirOpt,
+    LabelSepOpt,
+    NoCacheOpt,
+    TextFieldOpt,
+    summary_table,
+)
+
+
+def finetune(
+    data: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL or Parquet file.")],
+    bundle: BundleOpt,
+    task: Annotated[
+        list[str],
+        typer.Option("--task", "-t", help=TASK_HELP),
+    ],
+    epochs: Annotated[int, typer.Option("--epochs", help="Fine-tuning epochs.")] = 2,
+    max_length: Annotated[
+        int, typer.Option("--max-length", help="Tokens per text while training (truncated).")
+    ] = 128,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 16,
+    lr: Annotated[float, typer.Option("--lr", help="Trunk learning rate.")] = 2e-5,
+    holdout: Annotated[
+        float,
+        typer.Option(
+            "--holdout",
+            help="Share of the rows (grouped) left out of fine-tuning to calibrate the heads on.",
+        ),
+    ] = 0.2,
+    text_field: TextFieldOpt = "text",
+    group_field: Annotated[str | None, typer.Option("--group-field")] = None,
+    label_sep: LabelSepOpt = ",",
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the split and of training (same seed, same heads)."),
+    ] = 0,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+) -> None:
+    """Fine-tune the bundle's transformer trunk on DATA's tasks (LP-FT); refit every head."""
+    summary = jobs.finetune_file(
+        data,
+        bundle,
+        task,
+        text_field=text_field,
+        group_field=group_field,
+        label_sep=label_sep,
+        epochs=epochs,
+        max_length=max_length,
+        batch_size=batch_size,
+        lr=lr,
+        holdout=holdout,
+        seed=seed,
+        cache_dir=cache_dir,
+        no_cache=no_cache,
+        progress=True,
+    )
+    r = summary.report
+    losses = ", ".join(f"{v:.4f}" for v in r.losses)
+    typer.echo(f"fine-tuned trunk in {r.seconds:.1f} s ({r.steps} steps; loss per epoch: {losses})")
+    typer.echo(summary_table(summary.heads))
+    for name in summary.dropped:
+        typer.echo(
+            f"note: removed head {name!r}: the bundle kept no training data for it, "
+            "so it cannot be refitted on the new trunk",
+            err=True,
+        )
+    typer.echo(f"saved {bundle} (trunk fingerprint {r.fingerprint})")

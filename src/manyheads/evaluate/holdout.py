@@ -1,0 +1,67 @@
+"""Scoring heads on labelled rows: the metrics recorded at training (validation rows)
+and those of ``Bundle.evaluate`` / ``manyheads eval`` (held-out rows, where a label
+the head never saw counts as an error)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from ..heads.decode import decide
+from ..heads.targets import encode_targets, known_rows
+from .metrics import head_metrics
+
+__all__ = ["evaluate_heads", "head_scores", "known_only"]
+
+
+def known_only(head: Any, X: Any, labels: Sequence[Any]) -> tuple[Any, list[Any]]:
+    """``(X, labels)`` without what ``head`` never saw in training (rows whose single
+    label is unseen go; a multilabel row keeps its known labels)."""
+    rows, kept = known_rows(head.kind, list(labels), head.classes_.tolist())
+    return (X if head.kind == "multilabel" else X[rows]), kept
+
+
+def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> dict:
+    """Accuracy, F1s and ECE of ``head`` on ``X`` / ``labels``. ``unseen``: a single
+    label the head does not know counts as an error (else every label must be known)."""
+    proba = head.predict_proba(X)
+    classes = head.classes_.tolist()
+    picked = decide(head.kind, proba, head.thresholds_)
+    if head.kind == "multilabel":
+        target = encode_targets("multilabel", labels, classes).y
+        return head_metrics(head.kind, target, picked, proba)
+    if unseen:
+        index = {c: i for i, c in enumerate(classes)}
+        target = np.array([index.get(v, -1) for v in labels])
+    else:
+        target = encode_targets(head.kind, labels, classes).y
+    return head_metrics(head.kind, target, picked, proba)
+
+
+def evaluate_heads(
+    heads: Mapping[str, Any], X: Any, labels: Mapping[str, Sequence[Any]]
+) -> dict[str, dict[str, Any]]:
+    """Metrics of each head on the rows of ``X`` (one embedding for all): labels a
+    multiclass / binary head never saw count as errors; a multilabel head is scored on
+    the labels it knows; both list the unseen labels (at most 20)."""
+    out = {}
+    for name, head in heads.items():
+        y = list(labels[name])
+        if len(y) != X.shape[0]:
+            raise DataError(f"head {name!r}: {X.shape[0]} texts but {len(y)} labels")
+        known = set(head.classes_.tolist())
+        if head.kind == "multilabel":
+            unseen = sorted({lab for labs in y for lab in labs} - known)
+            _, y = known_only(head, X, y)
+            metrics = head_scores(head, X, y)
+        else:
+            unseen = sorted({v for v in y if v not in known}, key=str)
+            metrics = head_scores(head, X, y, unseen=True)
+        metrics = {"kind": head.kind, **metrics}
+        if unseen:
+            metrics["unseen_labels"] = [str(u) for u in unseen[:20]]
+        out[name] = metrics
+    return out

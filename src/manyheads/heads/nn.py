@@ -1,0 +1,42 @@
+"""The torch side of heads: a task's loss by its kind, the one every trained layer on
+top of features uses (MLP heads, the byte trunk's training heads, fine-tuning's task
+layers). Imported only to train; needs torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import require
+
+__all__ = ["task_loss"]
+
+
+def task_loss(
+    kind: str,
+    logits: Any,
+    target: Any,
+    *,
+    class_weight: Any = None,
+    pos_weight: Any = None,
+) -> Any:
+    """The mean loss of ``logits`` against ``target`` for a head of ``kind``.
+
+    multiclass: softmax cross-entropy (``target``: class indices; ``class_weight``
+    per class); binary: sigmoid cross-entropy of one logit (``target``: 0/1 per row, as
+    floats; ``class_weight``: the weight of class 0 and 1, a weighted mean);
+    multilabel: sigmoid cross-entropy per label (``target``: 0/1 matrix;
+    ``pos_weight``: per label, the weight of its positives).
+    """
+    functional = require("torch", "transformers").nn.functional
+    if kind == "multiclass":
+        return functional.cross_entropy(logits, target, weight=class_weight)
+    if kind == "binary":
+        z = logits.reshape(-1) if logits.ndim == 2 else logits
+        per_row = functional.binary_cross_entropy_with_logits(
+            z, target.reshape(-1).to(z.dtype), reduction="none"
+        )
+        if class_weight is None:
+            return per_row.mean()
+        w = class_weight[target.reshape(-1).long()]
+        return (per_row * w).sum() / w.sum()
+    return functional.binary_cross_entropy_with_logits(logits, target, pos_weight=pos_weight)

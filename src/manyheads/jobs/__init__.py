@@ -1,0 +1,40 @@
+"""Jobs on files and folders: train heads from a file, fine-tune, evaluate, predict a
+file, list and remove heads, export. Each takes paths and plain options, calls the
+library and returns data; none prints. The command line parses, calls one of these,
+and prints (:mod:`manyheads.cli`)."""
+
+from .evaluate import evaluate_file
+from .heads import export_file, list_heads, remove_head
+from .options import (
+    BYTE_TRUNK_EPOCHS,
+    DEFAULT_BUNDLE,
+    DEFAULT_TRUNK,
+    TaskSpec,
+    TrainReport,
+    cache_setting,
+    open_bundle,
+    parse_task,
+)
+from .predict import LONG_TEXTS, predict_rows, predict_texts
+from .train import finetune_file, train_file, train_report
+
+__all__ = [
+    "BYTE_TRUNK_EPOCHS",
+    "DEFAULT_BUNDLE",
+    "DEFAULT_TRUNK",
+    "LONG_TEXTS",
+    "TaskSpec",
+    "TrainReport",
+    "cache_setting",
+    "evaluate_file",
+    "export_file",
+    "finetune_file",
+    "list_heads",
+    "open_bundle",
+    "parse_task",
+    "predict_rows",
+    "predict_texts",
+    "remove_head",
+    "train_file",
+    "train_report",
+]

@@ -1,0 +1,54 @@
+"""Evaluating a bundle's heads on a labelled file: the job behind ``manyheads eval``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data import LabelSpec, load_dataset
+from ..errors import DataError
+from .options import open_bundle
+
+__all__ = ["evaluate_file"]
+
+
+def evaluate_file(
+    data: str | Path,
+    bundle_path: str | Path,
+    *,
+    heads: Sequence[str] | None = None,
+    text_field: str = "text",
+    label_sep: str = ",",
+    cache_dir: str | Path | None = None,
+    no_cache: bool = False,
+    tier: int | None = None,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Metrics of the bundle's heads on a labelled file.
+
+    Returns ``(metrics by head, notes)``; a head whose field the file lacks is
+    skipped with a note. Each head reads the field it was trained from.
+    ``tier``: a byte bundle's heads at that tier.
+    """
+    bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache, tier=tier)
+    names = bundle.resolve_heads(heads)
+    specs = [
+        LabelSpec(
+            name=n, field=str(bundle.head_info[n].get("field", n)), kind=bundle.head_info[n]["kind"]
+        )
+        for n in names
+    ]
+    dataset = load_dataset(
+        data, text_field=text_field, labels=specs, label_sep=label_sep, skip_missing_fields=True
+    )
+    notes = [
+        f"skipped head {s.name!r}: {dataset.source} has no field {s.field!r}"
+        for s in specs
+        if s.name in dataset.missing
+    ]
+    if not dataset.labels:
+        raise DataError(
+            f"{dataset.source} has none of the heads' label fields "
+            f"({', '.join(s.field for s in specs)})"
+        )
+    return bundle.evaluate(dataset.texts, dataset.labels), notes

@@ -1,0 +1,181 @@
+"""What the jobs take, checked: tasks (``NAME[=FIELD][:KIND]``), ``C``, a byte trunk's
+settings, the cache setting; the defaults of a new bundle. Messages name parameters
+as ``{name}`` fields (:class:`~manyheads.errors.ConfigError`), which a front end
+shows its own way (the CLI: its flags)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..bundle import Bundle
+from ..cache import EmbeddingCache
+from ..data import Dataset, LabelSpec, load_dataset
+from ..errors import ConfigError, DataError
+from ..heads import KINDS, check_head_name
+from ..heads.kinds import kind_problem
+
+if TYPE_CHECKING:
+    from ..train import ByteTrainSummary, HeadSummary
+    from ..trunks.byte import ByteConfig
+
+__all__ = [
+    "BYTE_TRUNK_EPOCHS",
+    "DEFAULT_BUNDLE",
+    "DEFAULT_TRUNK",
+    "TaskSpec",
+    "TrainReport",
+    "cache_setting",
+    "open_bundle",
+    "parse_C",
+    "parse_byte_config",
+    "parse_task",
+    "read_tasks",
+    "task_specs",
+]
+
+# The defaults of `manyheads train`, chosen from bench/quality.py (see the docs):
+# MiniLM joined with a TF-IDF-like hashing trunk, C picked on the validation split,
+# thresholds that maximise accuracy.
+DEFAULT_TRUNK = "minilm+tfidf"
+# What `manyheads predict` and `manyheads serve` answer with when no bundle is given.
+DEFAULT_BUNDLE = "content"
+BYTE_TRUNK_EPOCHS = 4
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A head to train from a file: ``NAME[=FIELD][:KIND]``."""
+
+    name: str
+    field: str
+    kind: str
+
+    def label_spec(self) -> LabelSpec:
+        return LabelSpec(name=self.name, field=self.field, kind=self.kind)
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """What :func:`train_report` did: the heads at the bundle's tier; for a byte trunk
+    trained here, its training summary; for a byte bundle, the heads fitted at its
+    other tiers (``BUNDLE/tiers/<dim>/``)."""
+
+    heads: list[HeadSummary]
+    trunk: ByteTrainSummary | None = None
+    tier: int | None = None
+    tiers: dict[int, list[HeadSummary]] = field(default_factory=dict)
+
+
+def parse_task(spec: str) -> TaskSpec:
+    """Parse ``NAME``, ``NAME:KIND``, ``NAME=FIELD`` or ``NAME=FIELD:KIND``."""
+    text = spec.strip()
+    kind = "multiclass"
+    bad = f"bad {{task}} {spec!r}"
+    if ":" in text:
+        text, kind = text.rsplit(":", 1)
+        problem = kind_problem(kind)
+        if problem is not None:
+            raise ConfigError(f"{bad}: {problem}", options=("task",))
+    name, _, fld = text.partition("=")
+    if not name or ("=" in text and not fld):
+        raise ConfigError(f"{bad}: expected NAME[=FIELD][:{'|'.join(KINDS)}]", options=("task",))
+    try:
+        check_head_name(name)
+    except DataError as exc:
+        raise ConfigError(f"{bad}: {exc}", options=("task",)) from exc
+    return TaskSpec(name=name, field=fld or name, kind=kind)
+
+
+def task_specs(tasks: Sequence[str | TaskSpec]) -> list[TaskSpec]:
+    specs = [t if isinstance(t, TaskSpec) else parse_task(t) for t in tasks]
+    if not specs:
+        raise ConfigError("give at least one {task} NAME[:KIND]", options=("task",))
+    return specs
+
+
+def read_tasks(
+    data: str | Path,
+    specs: Sequence[TaskSpec],
+    text_field: str,
+    group_field: str | None,
+    label_sep: str,
+) -> Dataset:
+    """Read and validate the file holding the texts and every task's labels."""
+    return load_dataset(
+        data,
+        text_field=text_field,
+        labels=[s.label_spec() for s in specs],
+        group_field=group_field,
+        label_sep=label_sep,
+    )
+
+
+def parse_C(value: float | str) -> float | str:
+    """A positive number or ``"auto"`` (from a command line, both arrive as text)."""
+    if value == "auto":
+        return "auto"
+    bad = ConfigError(f"{{C}} must be a positive number or 'auto', got {value!r}", options=("C",))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise bad from None
+    if not number > 0:
+        raise bad
+    return number
+
+
+def cache_setting(cache_dir: str | Path | None, no_cache: bool) -> Any:
+    """The embedding cache of a job: none, the one in ``cache_dir``, or the default one."""
+    if no_cache:
+        return None
+    if cache_dir is not None:
+        return EmbeddingCache(Path(cache_dir) / "embeddings.sqlite")
+    return "default"
+
+
+def open_bundle(
+    path: str | Path,
+    *,
+    cache_dir: str | Path | None = None,
+    no_cache: bool = False,
+    tier: int | None = None,
+) -> Bundle:
+    return Bundle.load(path, cache=cache_setting(cache_dir, no_cache), tier=tier)
+
+
+def parse_byte_config(value: str | dict[str, Any] | None) -> ByteConfig:
+    """A :class:`ByteConfig` from a JSON object of its fields (text or dict), checked."""
+    from ..trunks.byte import ByteConfig
+
+    if value is None:
+        return ByteConfig()
+    doc: Any = value
+    if isinstance(value, str):
+        try:
+            doc = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{{byte_config}} is not valid JSON: {exc}", options=("byte_config",)
+            ) from None
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            f"{{byte_config}} must be a JSON object of byte trunk settings, got {value!r}",
+            options=("byte_config",),
+        )
+    for key in ("dims", "dilations"):
+        items = doc.get(key, [])
+        if not isinstance(items, list | tuple) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in items
+        ):
+            raise ConfigError(
+                f"{{byte_config}}: {key} must be a list of integers, got {items!r}",
+                options=("byte_config",),
+            )
+    try:
+        return ByteConfig.from_settings(doc)
+    except ConfigError as exc:
+        raise ConfigError(f"{{byte_config}}: {exc}", options=("byte_config",)) from None

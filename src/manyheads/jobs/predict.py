@@ -1,0 +1,95 @@
+"""Answering the texts of a file (and texts given), a batch at a time: the job behind
+``manyheads predict``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..data import iter_texts
+from ..errors import ConfigError, DataError
+from ..heads.decode import check_scores, trim_scores
+from .options import open_bundle
+
+__all__ = ["LONG_TEXTS", "predict_rows", "predict_texts"]
+
+LONG_TEXTS = ("refuse", "window")
+
+
+def predict_texts(
+    bundle_path: str | Path, texts: Sequence[str] = (), **options: Any
+) -> Iterator[dict[str, Any]]:
+    """Answers for the given texts, then the texts of a file, in order: the answers of
+    :func:`predict_rows` without their texts."""
+    for _, answer in predict_rows(bundle_path, texts, **options):
+        yield answer
+
+
+def predict_rows(
+    bundle_path: str | Path,
+    texts: Sequence[str] = (),
+    *,
+    input_file: str | Path | None = None,
+    text_field: str = "text",
+    heads: Sequence[str] | None = None,
+    batch_size: int = 256,
+    tier: int | None = None,
+    max_chars: int = 100_000,
+    long_texts: str = "refuse",
+    scores: str = "all",
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(text, answer)`` for the given texts, then the texts of a file, in order, read
+    and answered a batch at a time (``tier``: a byte bundle's heads at that tier;
+    ``scores``: each head's class scores ``all``, the ``top`` five, or ``none``).
+
+    A text longer than ``max_chars`` is refused (``long_texts="refuse"``: a
+    :class:`DataError` naming it, after the answers before it) or read in pieces of
+    at most ``max_chars`` characters whose probabilities are averaged
+    (``"window"``), as the service does.
+    """
+    if long_texts not in LONG_TEXTS:
+        raise ConfigError(
+            f"{{long_texts}} must be one of {', '.join(LONG_TEXTS)}, got {long_texts!r}",
+            options=("long_texts",),
+        )
+    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+        raise ConfigError(
+            f"{{max_chars}} must be a positive integer, got {max_chars!r}", options=("max_chars",)
+        )
+    if not texts and input_file is None:
+        raise ConfigError(
+            "nothing to predict: give {texts} or {input_file}", options=("texts", "input_file")
+        )
+    check_scores(scores)
+    bundle = open_bundle(bundle_path, no_cache=True, tier=tier)
+    names = bundle.resolve_heads(heads)
+    window = max_chars if long_texts == "window" else None
+
+    def located() -> Iterator[tuple[str, str]]:
+        for i, text in enumerate(texts):
+            yield f"text #{i + 1}", text
+        if input_file is not None:
+            yield from iter_texts(input_file, text_field=text_field)
+
+    def answered(batch: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        answers = bundle.predict(batch, heads=names, max_chars=window)
+        for text, answer in zip(batch, answers, strict=True):
+            yield text, trim_scores(answer, scores)
+
+    batch: list[str] = []
+    chars = 0
+    for where, text in located():
+        if window is None and len(text) > max_chars:
+            yield from answered(batch)
+            raise DataError(
+                f"{where} has {len(text)} characters, over the limit of {max_chars} "
+                "(raise the limit, or read long texts in pieces: the window mode)"
+            )
+        batch.append(text)
+        chars += len(text)
+        if len(batch) >= batch_size or chars >= 4 * max_chars:
+            yield from answered(batch)
+            batch, chars = [], 0
+    if batch:
+        yield from answered(batch)

@@ -1,0 +1,81 @@
+"""The service's limits and options (:class:`ServeConfig`), and the listening check made
+before anything is loaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+from ..heads.record import HeadLimits
+from .batcher import check_batching
+
+__all__ = ["LONG_TEXTS", "ServeConfig", "check_listen"]
+
+LONG_TEXTS = ("refuse", "window")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Limits and options of the service (checked on creation)."""
+
+    max_batch: int = 64
+    max_wait_ms: float = 10.0
+    max_texts: int = 1000
+    max_chars: int = 100_000
+    long_texts: str = "refuse"  # or "window": longer texts are read in pieces
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_train_texts: int = 100_000
+    max_pass_chars: int = 100_000  # characters in one trunk pass (one longer text: alone)
+    max_labels: int = HeadLimits.max_labels  # labels of one head (PUT, train)
+    max_label_chars: int = HeadLimits.max_label_chars  # characters of one label
+    max_heads: int = HeadLimits.max_heads  # heads of the bundle
+    body_timeout_s: float = 30.0  # longest wait for the next piece of a request body
+    api_keys: tuple[str, ...] = ()
+    watch: bool = False
+    watch_interval: float = 1.0
+    tier: int | None = None  # a byte bundle's heads at this tier (its tiers/<tier>/)
+
+    @property
+    def limits(self) -> HeadLimits:
+        return HeadLimits(
+            max_labels=self.max_labels,
+            max_label_chars=self.max_label_chars,
+            max_heads=self.max_heads,
+        )
+
+    def __post_init__(self) -> None:
+        check_batching(self.max_batch, self.max_wait_ms, self.max_pass_chars)
+        HeadLimits(self.max_labels, self.max_label_chars, self.max_heads)  # checks the caps
+        if not isinstance(self.body_timeout_s, int | float) or not self.body_timeout_s > 0:
+            raise ConfigError(f"body_timeout_s must be > 0, got {self.body_timeout_s!r}")
+        if self.tier is not None and (
+            not isinstance(self.tier, int) or isinstance(self.tier, bool) or self.tier < 1
+        ):
+            raise ConfigError(f"tier must be a positive integer, got {self.tier!r}")
+        for name in ("max_texts", "max_chars", "max_body_bytes", "max_train_texts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.long_texts not in LONG_TEXTS:
+            raise ConfigError(
+                f"long_texts must be one of {', '.join(LONG_TEXTS)}, got {self.long_texts!r}"
+            )
+        if not self.watch_interval > 0:
+            raise ConfigError(f"watch_interval must be > 0, got {self.watch_interval!r}")
+
+
+def check_listen(host: str, port: int) -> None:
+    """Refuse a port outside 1-65535, or an address this process cannot listen on
+    (in use, not ours), in one line, before anything is loaded or announced."""
+    import socket
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be between 1 and 65535, got {port!r}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

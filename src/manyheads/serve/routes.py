@@ -1,0 +1,311 @@
+"""The service's routes. Each reads its body whole, checks it against its model
+(:mod:`~manyheads.serve.schemas`), and calls the service state
+(:class:`~manyheads.serve.state.Service`, in ``request.app.state.service``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from importlib import resources
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from ..errors import ManyheadsError
+from ..heads.kinds import check_head_name
+from . import schemas
+from .errors import HTTPError, http_error
+from .payload import head_from_json, head_to_json
+from .state import Service
+
+__all__ = ["router"]
+
+router = APIRouter()
+ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": schemas.ErrorResponse} for s in (400, 401, 404, 409, 413, 422, 503)
+}
+
+
+def _body_schema(model: type[Any]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+async def read_body(request: Request, limit: int, timeout: float = 30.0) -> bytes:
+    """The whole body (read to its end even when too large: a 413 sent before the body
+    is read can reach the client as a connection reset); a client that sends nothing
+    for ``timeout`` seconds mid-body gets a 408."""
+    chunks: list[bytes] = []
+    size = 0
+    stream = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), timeout)
+        except StopAsyncIteration:
+            break
+        except asyncio.TimeoutError:
+            raise HTTPError(
+                408, "body_timeout", f"no part of the request body came for {timeout:g} s"
+            ) from None
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+    if size > limit:
+        raise HTTPError(413, "body_too_large", f"the request body is over {limit} bytes")
+    return b"".join(chunks)
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise HTTPError(400, "bad_encoding", "the request body is not valid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise HTTPError(400, "bad_json", f"the request body is not JSON: {exc}") from None
+
+
+async def _parse(model: type[Any], body: bytes) -> Any:
+    """``body`` as JSON (parsed in a worker thread when large: the loop keeps answering),
+    checked against ``model``."""
+    doc = (
+        _parse_json(body) if len(body) < 256 * 1024 else await asyncio.to_thread(_parse_json, body)
+    )
+    try:
+        return schemas.parse(model, doc)
+    except schemas.RequestProblem as exc:
+        raise HTTPError(422, exc.code, exc.message) from None
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _ready(service: Service) -> Any:
+    if not service.ready:
+        raise HTTPError(503, "not_ready", "the bundle is still loading")
+    return service.bundle
+
+
+def _need_key(request: Request, *, write: bool) -> None:
+    keys = _service(request).keys
+    if keys.check(request.headers.get("authorization")):
+        return
+    if write and not keys.configured:
+        raise HTTPError(
+            401,
+            "unauthorized",
+            "write endpoints need an API key: start the server with --api-key-file "
+            "and send 'Authorization: Bearer KEY'",
+        )
+    if write or keys.configured:
+        raise HTTPError(
+            401, "unauthorized", "missing or invalid API key ('Authorization: Bearer KEY')"
+        )
+
+
+async def _write_body(request: Request) -> bytes:
+    """A write endpoint's body, read whole before the key and readiness are judged."""
+    service = _service(request)
+    config = service.config
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
+    _need_key(request, write=True)
+    _ready(service)
+    return body
+
+
+def _head_name(name: str) -> str:
+    try:
+        return check_head_name(name)
+    except ManyheadsError as exc:
+        raise http_error(exc) from exc
+
+
+def _check_lengths(texts: list[str], max_texts: int, max_chars: int | None) -> None:
+    if not texts:
+        raise HTTPError(422, "empty_texts", "'texts' is empty")
+    if len(texts) > max_texts:
+        raise HTTPError(413, "too_many_texts", f"{len(texts)} texts; at most {max_texts}")
+    if max_chars is not None:
+        for i, t in enumerate(texts):
+            if len(t) > max_chars:
+                raise HTTPError(
+                    413, "text_too_long", f"text #{i} is longer than {max_chars} characters"
+                )
+
+
+def _unknown_head(heads: list[str], known: Any) -> HTTPError | None:
+    unknown = [h for h in heads if h not in known]
+    if not unknown:
+        return None
+    return HTTPError(
+        404, "unknown_head", f"unknown head {unknown[0]!r}; the bundle has: " + ", ".join(known)
+    )
+
+
+@router.get("/", include_in_schema=False)
+async def playground() -> Any:
+    page = resources.files(__package__).joinpath("playground.html").read_text("utf-8")
+    return HTMLResponse(page)
+
+
+@router.get("/healthz", summary="Liveness: the process answers")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Readiness: trunk loaded and warmed", responses=ERRORS)
+async def readyz(request: Request) -> Any:
+    bundle = _ready(_service(request))
+    return {"status": "ready", "heads": list(bundle.heads)}
+
+
+@router.get("/metrics", summary="Prometheus metrics", responses=ERRORS)
+async def metrics(request: Request) -> Any:
+    _need_key(request, write=False)
+    body, content_type = _service(request).metrics.render()
+    return Response(body, media_type=content_type)
+
+
+@router.get(
+    "/v1/heads",
+    summary="Heads: names, kinds, labels, validation metrics",
+    response_model=schemas.HeadsResponse,
+    responses=ERRORS,
+)
+async def list_heads(request: Request) -> Any:
+    _need_key(request, write=False)
+    bundle = _ready(_service(request))
+    return {
+        "heads": [
+            {
+                "name": name,
+                "kind": info.get("kind"),
+                "labels": bundle.labels(name),
+                "metrics": info.get("metrics", {}),
+            }
+            for name, info in bundle.head_info.items()
+        ]
+    }
+
+
+@router.get(
+    "/v1/heads/{name}",
+    summary="One head as JSON record + base64 safetensors (the body PUT takes)",
+    response_model=schemas.HeadPayload,
+    responses=ERRORS,
+)
+async def get_head(name: str, request: Request) -> Any:
+    _need_key(request, write=False)
+    bundle = _ready(_service(request))
+    try:
+        record, tensors = bundle.export_head(name)
+    except ManyheadsError as exc:
+        raise http_error(exc) from exc
+    return head_to_json(record, tensors)
+
+
+@router.put(
+    "/v1/heads/{name}",
+    summary="Install a head trained elsewhere (same trunk fingerprint)",
+    response_model=schemas.HeadChange,
+    responses=ERRORS,
+    openapi_extra=_body_schema(schemas.HeadPayload),
+)
+async def put_head(name: str, request: Request) -> Any:
+    body = await _write_body(request)
+    doc = (
+        _parse_json(body) if len(body) < 256 * 1024 else await asyncio.to_thread(_parse_json, body)
+    )
+    _head_name(name)
+    try:
+        record, tensors = head_from_json(doc)
+    except ManyheadsError as exc:
+        raise http_error(exc) from exc
+    service = _service(request)
+    await service.change("put", lambda b: b.import_head(name, record, tensors))
+    return {"name": name, "action": "put", "heads": list(service.bundle.heads)}
+
+
+@router.delete(
+    "/v1/heads/{name}",
+    summary="Remove a head",
+    response_model=schemas.HeadChange,
+    responses=ERRORS,
+)
+async def delete_head(name: str, request: Request) -> Any:
+    await _write_body(request)
+    service = _service(request)
+    await service.change("delete", lambda b: b.remove_head(name))
+    return {"name": name, "action": "delete", "heads": list(service.bundle.heads)}
+
+
+@router.post(
+    "/v1/heads/{name}/train",
+    summary="Train (or replace) a head from texts and labels",
+    response_model=schemas.TrainResponse,
+    responses=ERRORS,
+    openapi_extra=_body_schema(schemas.TrainRequest),
+)
+async def train_head(name: str, request: Request) -> Any:
+    service = _service(request)
+    config = service.config
+    asked: schemas.TrainRequest = await _parse(schemas.TrainRequest, await _write_body(request))
+    window = config.long_texts == "window"
+    _check_lengths(asked.texts, config.max_train_texts, None if window else config.max_chars)
+    _head_name(name)
+    replaced = name in service.bundle.heads
+    summary = await service.change(
+        "train",
+        lambda b: b.fit_head(
+            name, asked.texts, asked.labels, asked.kind, head=asked.head, groups=asked.groups
+        ),
+    )
+    return {
+        "name": name,
+        "kind": summary.kind,
+        "n_classes": summary.n_classes,
+        "n_train": summary.n_train,
+        "n_val": summary.n_val,
+        "metrics": summary.metrics,
+        "seconds": round(summary.seconds + summary.embed_seconds, 6),
+        "replaced": replaced,
+    }
+
+
+@router.post(
+    "/v1/predict",
+    summary="Every head's answer (or a subset's) for each text, from one trunk pass",
+    response_model=schemas.PredictResponse,
+    responses=ERRORS,
+    openapi_extra=_body_schema(schemas.PredictRequest),
+)
+async def predict(request: Request) -> Any:
+    service = _service(request)
+    config = service.config
+    # read whole, then judge it
+    body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
+    _need_key(request, write=False)
+    asked: schemas.PredictRequest = await _parse(schemas.PredictRequest, body)
+    window = config.long_texts == "window"
+    _check_lengths(asked.texts, config.max_texts, None if window else config.max_chars)
+    bundle = _ready(service)
+    heads = asked.heads
+    if heads is not None:  # refused before the pass; checked again after it
+        unknown = _unknown_head(heads, bundle.heads)
+        if unknown is not None:
+            raise unknown
+    t0 = time.perf_counter()
+    assert service.batcher is not None
+    try:
+        answers = await service.batcher.submit(asked.texts)
+    except ManyheadsError as exc:
+        raise http_error(exc) from exc
+    if heads is not None:
+        unknown = _unknown_head(heads, answers[0].keys())
+        if unknown is not None:  # the head went while the request waited
+            raise unknown
+        answers = [{h: a[h] for h in heads} for a in answers]
+    return JSONResponse({"results": answers, "seconds": round(time.perf_counter() - t0, 6)})

@@ -1,0 +1,187 @@
+"""The service's request and response bodies as pydantic models: the OpenAPI schema, and
+the checks every body goes through. A mistake is a 422 whose ``code`` says which part
+of the body is wrong (``bad_texts``, ``bad_heads``, ``bad_labels``, ``bad_kind``,
+``bad_head_type``, ``bad_groups``; ``bad_request`` for a body that is not an object)
+and whose message says how."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from .._text import unicode_problem
+from ..heads.kinds import HEAD_TYPES, KINDS
+
+__all__ = [
+    "ErrorResponse",
+    "HeadChange",
+    "HeadInfo",
+    "HeadPayload",
+    "HeadsResponse",
+    "PredictRequest",
+    "PredictResponse",
+    "RequestProblem",
+    "TrainRequest",
+    "TrainResponse",
+    "parse",
+]
+
+# a field's code, and its message when pydantic (not one of our checks) refuses it
+_FIELDS = {
+    "texts": ("bad_texts", "'texts' must be a list of strings"),
+    "heads": ("bad_heads", "'heads' must be a non-empty list of head names"),
+    "labels": ("bad_labels", "'labels' must be a list, one label per text"),
+    "kind": ("bad_kind", f"'kind' must be one of {', '.join(KINDS)}"),
+    "head": ("bad_head_type", f"'head' must be one of {', '.join(HEAD_TYPES)}"),
+    "groups": ("bad_groups", "'groups' must be a list of strings or integers, one per text"),
+}
+_CODES = {code for code, _ in _FIELDS.values()}
+
+
+class RequestProblem(Exception):
+    """A body that its model refused: ``code`` and ``message`` of the 422 answer."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _valid_unicode(values: list[Any], field: str) -> None:
+    for i, value in enumerate(values):
+        problem = unicode_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            code = _FIELDS[field][0]
+            raise PydanticCustomError(code, f"'{field}' #{i} {problem}")
+
+
+class PredictRequest(BaseModel):
+    texts: list[StrictStr] = Field(description="Texts to classify (1 to max_texts).")
+    heads: list[StrictStr] | None = Field(None, description="Subset of heads (default: all).")
+
+    @field_validator("texts")
+    @classmethod
+    def _texts(cls, texts: list[str]) -> list[str]:
+        _valid_unicode(texts, "texts")
+        return texts
+
+    @field_validator("heads")
+    @classmethod
+    def _heads(cls, heads: list[str] | None) -> list[str] | None:
+        if heads is not None and not heads:
+            raise PydanticCustomError("bad_heads", _FIELDS["heads"][1])
+        return heads
+
+
+class PredictResponse(BaseModel):
+    results: list[dict[str, Any]] = Field(
+        description="Per text, {head: answer}: multiclass / binary heads answer "
+        "{label, score, scores}, multilabel heads {labels, scores}."
+    )
+    seconds: float
+
+
+class TrainRequest(BaseModel):
+    texts: list[StrictStr]
+    labels: list[Any] = Field(description="One per text; a list of labels for multilabel.")
+    kind: Literal["multiclass", "binary", "multilabel"] = "multiclass"
+    head: Literal["linear", "mlp", "auto"] = "linear"
+    groups: list[StrictStr | StrictInt] | None = Field(
+        None, description="Group of each text (kept together in the validation split)."
+    )
+
+    @field_validator("texts")
+    @classmethod
+    def _texts(cls, texts: list[str]) -> list[str]:
+        _valid_unicode(texts, "texts")
+        return texts
+
+    @field_validator("groups")
+    @classmethod
+    def _groups(cls, groups: list[Any] | None) -> list[Any] | None:
+        if groups is not None:
+            _valid_unicode(groups, "groups")
+        return groups
+
+    @model_validator(mode="after")
+    def _one_per_text(self) -> TrainRequest:
+        if len(self.labels) != len(self.texts):
+            raise PydanticCustomError("bad_labels", _FIELDS["labels"][1])
+        if self.groups is not None and len(self.groups) != len(self.texts):
+            raise PydanticCustomError("bad_groups", _FIELDS["groups"][1])
+        return self
+
+
+class TrainResponse(BaseModel):
+    name: str
+    kind: str
+    n_classes: int
+    n_train: int
+    n_val: int
+    metrics: dict[str, Any]
+    seconds: float
+    replaced: bool
+
+
+class HeadPayload(BaseModel):
+    record: dict[str, Any] = Field(description="The head's JSON record, as bundles store it.")
+    tensors: str = Field(description="The head's safetensors file, base64-encoded.")
+
+
+class HeadInfo(BaseModel):
+    name: str
+    kind: str
+    labels: list[Any]
+    metrics: dict[str, Any]
+
+
+class HeadsResponse(BaseModel):
+    heads: list[HeadInfo]
+
+
+class HeadChange(BaseModel):
+    name: str
+    action: str
+    heads: list[str]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+MODELS: dict[str, type[BaseModel]] = {
+    m.__name__: m
+    for m in (
+        PredictRequest, PredictResponse, TrainRequest, TrainResponse, HeadPayload,
+        HeadInfo, HeadsResponse, HeadChange, ErrorResponse,
+    )
+}  # fmt: skip
+
+
+def parse(model: type[BaseModel], doc: Any) -> Any:
+    """``doc`` (parsed JSON) as ``model``, or :class:`RequestProblem` (the first mistake)."""
+    if not isinstance(doc, dict):
+        raise RequestProblem("bad_request", "the body must be a JSON object with 'texts'")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] in _CODES:
+            raise RequestProblem(first["type"], first["msg"]) from None
+        field = str(first["loc"][0]) if first["loc"] else ""
+        code, message = _FIELDS.get(field, ("bad_request", f"bad request body: {first['msg']}"))
+        raise RequestProblem(code, message) from None

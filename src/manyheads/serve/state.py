@@ -1,0 +1,168 @@
+"""The state behind the service: the bundle being served, the micro-batcher, the write
+lock; head changes made on a copy, saved, then swapped in; reloads when the folder
+changes on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import FingerprintMismatchError, ManyheadsError
+from .batcher import MicroBatcher
+from .config import ServeConfig
+from .errors import http_error
+
+__all__ = ["Service"]
+
+log = logging.getLogger("manyheads.serve")
+
+
+def _read_generation(folder: Path) -> str | None:
+    try:
+        doc = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    gen = doc.get("generation") if isinstance(doc, dict) else None
+    return gen if isinstance(gen, str) else None
+
+
+def _warm(bundle: Any) -> None:
+    """Build the trunk and run it once, so the first request pays nothing."""
+    if bundle.heads:
+        bundle.predict(["warm-up"])
+    elif not bundle.trunk_needs_fit:
+        bundle.embed(["warm-up"], use_cache=False)
+
+
+class Service:
+    """The state behind the app: the bundle being served, the batcher, the write lock."""
+
+    def __init__(self, path: Path, config: ServeConfig, cache: Any) -> None:
+        from .auth import KeyChecker
+        from .metrics import ServiceMetrics
+
+        self.path = path
+        self.config = config
+        self.cache = cache
+        self.keys = KeyChecker(list(config.api_keys))
+        self.bundle: Any = None
+        self.generation: str | None = None
+        self.ready = False
+        self.batcher: MicroBatcher | None = None
+        self.write_lock: asyncio.Lock | None = None
+        self._failed_generation: str | None = None
+        self._preloaded: Any = None
+        self.metrics = ServiceMetrics(
+            queue_depth=lambda: self.batcher.depth if self.batcher else 0,
+            n_heads=lambda: len(self.bundle.heads) if self.bundle is not None else 0,
+        )
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def preload(self) -> None:
+        """Load and warm the bundle now (before the server starts), so a broken bundle
+        is a one-line error of the caller's, not a failed start-up."""
+        self._preloaded = self._load()
+
+    def _load(self) -> Any:
+        from ..bundle import Bundle
+
+        bundle = Bundle.load(
+            self.path, cache=self.cache, tier=self.config.tier, limits=self.config.limits
+        )
+        _warm(bundle)
+        return bundle
+
+    async def start(self) -> None:
+        bundle, self._preloaded = self._preloaded, None
+        if bundle is None:
+            bundle = await asyncio.to_thread(self._load)
+        assert bundle.path is not None
+        self.path = bundle.path  # a built-in bundle's folder, a tier's sub-bundle
+        self._serve(bundle)
+        self.write_lock = asyncio.Lock()
+        window = self.config.max_chars if self.config.long_texts == "window" else None
+        self.batcher = MicroBatcher(
+            lambda texts: self.bundle.predict(texts, max_chars=window),
+            max_batch=self.config.max_batch,
+            max_wait_ms=self.config.max_wait_ms,
+            max_pass_chars=self.config.max_pass_chars,
+            observe=self.metrics.observe_batch,
+        )
+        self.batcher.start()
+        self.ready = True
+
+    def _serve(self, bundle: Any) -> None:
+        """Serve ``bundle`` from now on; metric series of heads and labels it lacks go."""
+        self.bundle, self.generation = bundle, bundle.generation
+        self.metrics.keep_heads({n: [str(v) for v in bundle.labels(n)] for n in bundle.heads})
+
+    async def stop(self) -> None:
+        self.ready = False
+        if self.batcher is not None:
+            await self.batcher.stop()
+
+    # -- head changes ------------------------------------------------------
+
+    async def change(self, action: str, fn: Callable[[Any], Any]) -> Any:
+        """Apply ``fn`` to a copy of the bundle, save it, then serve it."""
+        assert self.write_lock is not None
+        async with self.write_lock:
+            current = self.bundle
+
+            def work() -> tuple[Any, Any]:
+                from ..bundle import check_writable
+
+                check_writable(self.path)  # a built-in bundle: before any work
+                new = current.copy()
+                result = fn(new)
+                new.save(self.path)
+                return new, result
+
+            try:
+                new, result = await asyncio.to_thread(work)
+            except ManyheadsError as exc:
+                raise http_error(exc) from exc
+            self._serve(new)
+            self.metrics.updates.labels(action).inc()
+            log.info("head change: %s (generation %s)", action, new.generation)
+            return result
+
+    async def watch(self) -> None:
+        """Reload the bundle when its folder holds another generation than the one served."""
+        while True:
+            await asyncio.sleep(self.config.watch_interval)
+            gen = await asyncio.to_thread(_read_generation, self.path)
+            if gen is None or gen in (self.generation, self._failed_generation):
+                continue
+            assert self.write_lock is not None
+            async with self.write_lock:
+                if _read_generation(self.path) in (None, self.generation):
+                    continue  # our own save, or gone meanwhile
+                try:
+                    new = await asyncio.to_thread(self._reload)
+                except Exception as exc:  # keep serving what we have
+                    self._failed_generation = gen
+                    log.warning("manyheads: could not reload %s: %s", self.path, exc)
+                    continue
+                self._serve(new)
+                self.metrics.reloads.inc()
+                log.info("reloaded %s (generation %s)", self.path, new.generation)
+
+    def _reload(self) -> Any:
+        from ..bundle import Bundle
+
+        old = self.bundle
+        new: Bundle | None = None
+        with contextlib.suppress(FingerprintMismatchError):
+            # keep the loaded trunk when the bundle still names the same one
+            new = Bundle.load(self.path, cache=self.cache, trunk=old.trunk, limits=old.limits)
+        if new is None or new.trunk_reference != old.trunk_reference:
+            new = Bundle.load(self.path, cache=self.cache, limits=old.limits)
+        _warm(new)
+        return new

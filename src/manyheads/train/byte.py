@@ -1,0 +1,269 @@
+"""Training a byte trunk (:class:`~manyheads.trunks.byte.ByteTrunk`) multi-task.
+
+Training (:func:`train_byte_trunk`) fits the trunk jointly with one linear
+head per task and per nested dimension (the Matryoshka loss), each task's
+loss divided by its loss at chance (``log K`` for K classes, ``log 2`` per
+label), so a 50-way task does not drown a binary one, nor an easy task a hard
+one (``weighting="uncertainty"``: learned ``exp(-s) * loss + s`` instead).
+With a bag, each task also has a head on the bag alone, and half the texts
+(``path_dropout``) see no convolution features: the bag must answer by itself,
+which keeps the trunk from leaning on what the convolutions memorise; with
+``crop``, a share of the texts is read at every epoch as a random piece of
+itself, so no text can be learnt by heart. The training heads are dropped
+afterwards: heads are fitted on the frozen trunk
+like on any other (``Bundle.fit_head``), from cached vectors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, DataError, require
+from ..heads.kinds import check_kind
+from ..heads.nn import task_loss
+from ..heads.targets import Targets, learn_targets
+from ..trunks.base import check_texts
+from ..trunks.byte import BAG_INITS, ByteConfig, ByteTrunk, byte_ids
+from ..trunks.byte.config import PAD, quantize_rows
+from ..trunks.byte.model import build_module
+
+__all__ = ["ByteTrainSummary", "train_byte_trunk"]
+
+
+@dataclass
+class ByteTrainSummary:
+    """What :func:`train_byte_trunk` did."""
+
+    epochs: int
+    steps: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)  # mean loss per epoch
+    task_weights: dict[str, float] = field(default_factory=dict)  # exp(-s) at the end
+
+
+def _targets(name: str, labels: Sequence[Any], kind: str) -> Targets:
+    """A task's targets (:func:`~manyheads.heads.targets.learn_targets`): labels read as
+    text, ``None`` = this text is not labelled for this task."""
+    check_kind(kind, f"task {name!r}:")
+
+    def as_text(v: Any) -> Any:
+        if v is None or (kind == "multilabel" and not isinstance(v, list | tuple | set)):
+            return v  # no label; or not a list of labels, which learn_targets says
+        return [str(x) for x in v] if kind == "multilabel" else str(v)
+
+    return learn_targets(kind, [as_text(v) for v in labels], where=f"task {name!r}: ", missing=True)
+
+
+def _length_batches(
+    lengths: np.ndarray, batch_size: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Shuffled batches of texts of similar length (less padding): shuffle, sort within
+    windows of 50 batches, cut, shuffle the batches."""
+    order = rng.permutation(len(lengths))
+    window = batch_size * 50
+    batches = []
+    for start in range(0, len(order), window):
+        part = order[start : start + window]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _crop(
+    ids: np.ndarray, share: float, least: int, multiple: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``ids`` with a ``share`` of its rows longer than ``least`` bytes replaced by a random
+    piece of themselves (see ``train_byte_trunk``), re-padded to a ``multiple``; and which
+    rows were cut."""
+    sizes = (ids != PAD).sum(1)
+    cut = (rng.random(len(ids)) < share) & (sizes > least)
+    if not cut.any():
+        return ids, cut
+    out = np.where(cut[:, None], PAD, ids)
+    ends = sizes.copy()
+    for i in np.flatnonzero(cut):
+        n = int(sizes[i])
+        size = int(np.exp(rng.uniform(np.log(least), np.log(n))))
+        start = int(rng.integers(0, n - size + 1))
+        stop = start + size
+        row = ids[i]
+        # UTF-8 continuation bytes (0x80-0xBF, tokens 129-192) do not start or end a piece
+        while start < stop - 1 and 129 <= row[start] <= 192:
+            start += 1
+        while stop < n and 129 <= row[stop] <= 192:
+            stop += 1
+        out[i, : stop - start] = row[start:stop]
+        ends[i] = stop - start
+    width = int(-(-ends.max() // multiple) * multiple)
+    return out[:, :width], cut
+
+
+def train_byte_trunk(
+    texts: Sequence[str],
+    tasks: dict[str, tuple[Sequence[Any], str]],
+    *,
+    config: ByteConfig | None = None,
+    epochs: int = 4,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    seed: int = 0,
+    weighting: str = "chance",
+    dropout: float = 0.0,
+    path_dropout: float = 0.5,
+    bag_init: str = "small",
+    crop: float = 0.0,
+    crop_tasks: Sequence[str] | None = None,
+    crop_min: int = 16,
+    threads: int | None = None,
+    progress: bool = False,
+) -> tuple[ByteTrunk, ByteTrainSummary]:
+    """Train a byte trunk on ``texts`` jointly for ``tasks`` (``{name: (labels, kind)}``;
+    a label may be ``None``: that text does not count for that task).
+
+    Every task gets one linear head per nested dimension; its loss is the
+    mean over dimensions (Matryoshka), divided by the task's loss at chance
+    (``weighting="chance"``) or weighted by learned uncertainty
+    (``"uncertainty"``, which favours easy tasks). With a bag (``config.bag``),
+    every task also has a head on the bag alone (its loss added), and the
+    convolutions' features of a ``path_dropout`` share of the texts are left
+    out. ``dropout``: on the embedded bytes and the pooled features.
+    ``bag_init``: the bag table starts ``"small"`` (uniform in ±1/``bag_dim``, as
+    fastText starts its n-gram vectors) or ``"normal"`` (torch's N(0, 1), the
+    earlier training: every rarely seen row stays loud noise in the texts that
+    have it; it scored 0.77 on code and 0.83 on language where ``"small"``
+    scored 0.83 and 0.87, bench/byte_shapes.py). ``crop``: that share of the
+    texts longer than ``crop_min`` bytes is read, anew at every epoch, as a
+    random piece of itself (a random start; a length from ``crop_min`` bytes to
+    the whole, evenly spread on a log scale; cut at character boundaries), so
+    the trunk sees short texts of every kind and cannot learn a text by heart;
+    a piece keeps its labels for the tasks in ``crop_tasks`` (default: every
+    task) and counts for no other (a piece of a text holding a key may not hold
+    it). AdamW with a one-cycle learning rate. Returns the trunk (its training
+    heads dropped) and a summary.
+    """
+    import time
+
+    torch = require("torch", "transformers")
+    config = config or ByteConfig()
+    texts = check_texts(texts)
+    if not texts:
+        raise DataError("no training texts")
+    if not tasks:
+        raise DataError("give at least one task to train the byte trunk on")
+    for name, value in tasks.items():
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise DataError(f"task {name!r}: give (labels, kind)")
+        if len(value[0]) != len(texts):
+            raise DataError(f"task {name!r}: {len(value[0])} labels for {len(texts)} texts")
+    if bag_init not in BAG_INITS:
+        raise ConfigError(f"bag_init must be one of {', '.join(BAG_INITS)}, got {bag_init!r}")
+    if weighting not in ("chance", "uncertainty"):
+        raise ConfigError(f"weighting must be 'chance' or 'uncertainty', got {weighting!r}")
+    if epochs < 1 or batch_size < 1 or not lr > 0:
+        raise ConfigError("epochs and batch_size must be positive, lr > 0")
+    for setting, rate in (("dropout", dropout), ("path_dropout", path_dropout), ("crop", crop)):
+        if not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
+            raise ConfigError(f"{setting} must be in [0, 1), got {rate!r}")
+    if not isinstance(crop_min, int) or isinstance(crop_min, bool) or crop_min < 1:
+        raise ConfigError(f"crop_min must be a positive integer, got {crop_min!r}")
+    keep_on_crop = set(tasks) if crop_tasks is None else set(crop_tasks)
+    if keep_on_crop - set(tasks):
+        unknown = ", ".join(sorted(keep_on_crop - set(tasks)))
+        raise ConfigError(f"crop_tasks names tasks not trained: {unknown}")
+    targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
+    kinds = {n: kind for n, (_, kind) in tasks.items()}
+    t0 = time.perf_counter()
+    if threads:
+        torch.set_num_threads(threads)
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    model = build_module(
+        config, dropout, path_dropout if config.bag else 0.0, train=True, bag_init=bag_init
+    )
+    nn = torch.nn
+    heads = nn.ModuleDict(
+        {
+            n: nn.ModuleList(nn.Linear(d, len(t.classes)) for d in config.dims)
+            for n, t in targets.items()
+        }
+    )
+    bag_heads = nn.ModuleDict(  # the bag alone answers every task too (its own loss)
+        {n: nn.Linear(config.bag_dim, len(t.classes)) for n, t in targets.items() if config.bag}
+    )
+    log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=weighting == "uncertainty")
+    chance = {
+        n: math.log(2.0) if kinds[n] == "multilabel" else math.log(len(t.classes))
+        for n, t in targets.items()
+    }
+    params = [*model.parameters(), *heads.parameters(), *bag_heads.parameters(), log_var]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    steps_per_epoch = math.ceil(len(texts) / batch_size)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.1
+    )
+    ids_all, lengths = byte_ids(texts, config.max_bytes, config.stride)
+    names = list(targets)
+    from .._progress import progress_bar
+
+    summary = ByteTrainSummary(epochs=epochs, steps=0, seconds=0.0)
+    model.train()
+    with progress_bar(total=epochs * steps_per_epoch, desc="byte trunk", enabled=progress) as bar:
+        for _ in range(epochs):
+            total = 0.0
+            for rows in _length_batches(lengths, batch_size, rng):
+                width = int(lengths[rows].max())
+                batch = ids_all[rows, :width]
+                cropped = np.zeros(len(rows), dtype=bool)
+                if crop:
+                    batch, cropped = _crop(batch, crop, crop_min, config.stride, rng)
+                ids = torch.from_numpy(batch)
+                emb, bag = model(ids, parts=True)
+                loss = torch.zeros(())
+                for k, name in enumerate(names):
+                    y_all, present = targets[name].y, targets[name].present[rows]
+                    if name not in keep_on_crop:
+                        present = present & ~cropped
+                    if not present.any():
+                        continue
+                    y = torch.from_numpy(y_all[rows[present]])
+                    sub = emb[torch.from_numpy(present)]
+                    # binary tasks train two outputs, as multiclass ones do
+                    loss_kind = "multilabel" if kinds[name] == "multilabel" else "multiclass"
+                    this = sum(
+                        task_loss(loss_kind, head(sub[:, :d]), y)
+                        for d, head in zip(config.dims, heads[name], strict=True)
+                    ) / len(config.dims)
+                    if name in bag_heads:
+                        this = this + task_loss(
+                            loss_kind, bag_heads[name](bag[torch.from_numpy(present)]), y
+                        )
+                    if weighting == "chance":
+                        loss = loss + this / chance[name]
+                    else:
+                        loss = loss + torch.exp(-log_var[k]) * this + log_var[k]
+                bar.update(1)
+                if not loss.requires_grad:  # no text of this batch counts for any task
+                    continue
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                sched.step()
+                total += float(loss.detach()) * len(rows)
+                summary.steps += 1
+            summary.losses.append(total / len(texts))
+    model.eval()
+    summary.seconds = time.perf_counter() - t0
+    summary.task_weights = {
+        n: 1.0 / chance[n] if weighting == "chance" else float(torch.exp(-log_var[k]).detach())
+        for k, n in enumerate(names)
+    }
+    state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
+    if config.bag and config.int8:
+        state["bag.q"], state["bag.scale"] = quantize_rows(state.pop("bag.weight"))
+    return ByteTrunk(config, state=state), summary

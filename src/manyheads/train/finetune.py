@@ -1,0 +1,195 @@
+"""Fine-tuning a bundle's transformer trunk (``Bundle.finetune``): LP-FT on some of
+the tasks' rows (:mod:`manyheads.train.lpft`), then every head refitted on the new
+trunk from its training data, calibrated on rows the new trunk did not see."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from ..heads import check_head_name, check_kind
+from ..heads.linear import LinearHead
+from ..trunks import CompositeTrunk, TransformerTrunk
+from ..trunks.base import TrunkBase, check_texts
+from ..trunks.onnxrt import OnnxTrunk
+from .fit import HeadSummary, split
+from .lpft import FinetuneReport, finetune_transformer, training_embeddings
+
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+
+__all__ = [
+    "FinetuneReport",
+    "FinetuneSummary",
+    "finetune_bundle",
+    "finetune_transformer",
+    "training_embeddings",
+]
+
+
+@dataclass(frozen=True)
+class FinetuneSummary:
+    """What :meth:`Bundle.finetune` reports: the fine-tuning run, each refitted head,
+    and the heads dropped because the bundle had no training data for them."""
+
+    report: FinetuneReport
+    heads: list[HeadSummary]
+    dropped: list[str]
+
+
+def finetune_bundle(
+    bundle: Bundle,
+    texts: Sequence[str],
+    tasks: Mapping[str, tuple[str, Sequence[Any]]],
+    folder: str | os.PathLike[str],
+    *,
+    groups: Sequence[Any] | None = None,
+    fields: Mapping[str, str] | None = None,
+    epochs: int = 2,
+    max_length: int = 128,
+    batch_size: int = 16,
+    lr: float = 2e-5,
+    holdout: float = 0.2,
+    seed: int = 0,
+    progress: bool = False,
+) -> FinetuneSummary:
+    """Fine-tune ``bundle``'s trunk on ``tasks`` (LP-FT) and refit every head on the new
+    trunk.
+
+    ``tasks``: head name -> (kind, labels aligned with ``texts``). The
+    fine-tuned transformer is written inside the bundle ``folder``
+    (``trunk-ID/``, safetensors) and the bundle points to it with a new
+    fingerprint. Every head is then refitted on the new embeddings, with
+    its own training data: the data given here for the heads in
+    ``tasks``, the data the bundle kept for the others. A head whose data
+    is missing is removed and reported in ``dropped``, never kept on a
+    trunk it was not trained on. Save the bundle afterwards (the CLI does).
+
+    Temperatures and thresholds are fitted again, on texts the new trunk
+    did not see: a ``holdout`` share of ``texts`` (grouped by ``groups``)
+    is left out of fine-tuning, and each head is fitted on its rows the
+    trunk saw and calibrated on the others (no refit on all rows: the
+    trunk's embeddings of its own training texts are more separable than
+    those of new texts, so a temperature fitted on them is too low). A head
+    whose rows were all seen by the trunk is calibrated on a split of them
+    and says so (``metrics["calibrated_on_trunk_training_rows"]``).
+    """
+    folder = Path(folder)
+    trunk = bundle.trunk
+    parts: list[TrunkBase] = trunk.parts
+    neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
+    if len(neural) != 1:
+        raise ConfigError(
+            "an exported (ONNX) bundle cannot be fine-tuned: fine-tune the bundle it was "
+            "exported from and export it again"
+            if any(isinstance(p, OnnxTrunk) for p in parts)
+            else f"fine-tuning needs a trunk with exactly one transformer part; this "
+            f"bundle's trunk is {bundle.trunk_name!r}"
+        )
+    texts = check_texts(texts)
+    for name, (kind, labels) in tasks.items():
+        check_head_name(name)
+        check_kind(kind)
+        if len(labels) != len(texts):
+            raise DataError(f"task {name!r}: {len(texts)} texts but {len(labels)} labels")
+    if not 0 <= holdout < 1:
+        raise ConfigError(f"holdout must be in [0, 1); got {holdout}")
+    source = parts[neural[0]]
+    assert isinstance(source, TransformerTrunk)
+    if holdout > 0:
+        first_kind, first_labels = next(iter(tasks.values()))
+        tune_idx, _ = split(first_kind, list(first_labels), groups, holdout, seed)
+    else:
+        tune_idx = np.arange(len(texts))
+    tune_texts = [texts[i] for i in tune_idx]
+    tune_tasks = {
+        name: (kind, [list(labels)[i] for i in tune_idx]) for name, (kind, labels) in tasks.items()
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    rel = f"trunk-{uuid.uuid4().hex[:12]}"
+    report = finetune_transformer(
+        source.path,
+        tune_texts,
+        tune_tasks,
+        folder / rel,
+        epochs=epochs,
+        max_length=max_length,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        progress=progress,
+    )
+    tuned = TransformerTrunk(
+        folder / rel, name=f"{source.name}-ft", pooling=source.pooling, max_length=source.max_length
+    )
+    spec = tuned.spec()
+    spec["path"] = rel  # relative: the bundle folder can move
+    new_parts = list(parts)
+    new_parts[neural[0]] = tuned
+    new_trunk: TrunkBase = (
+        CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else tuned
+    )
+    new_spec = new_trunk.spec()
+    if isinstance(new_trunk, CompositeTrunk):
+        new_spec["parts"][neural[0]] = spec
+    else:
+        new_spec = spec
+    # the data of every head, before the heads change
+    refits: dict[str, tuple[list[str], list[Any], Any, str]] = {}
+    dropped: list[str] = []
+    for name in bundle.heads:
+        if name in tasks:
+            continue
+        kept = bundle.training_data(name)
+        if kept is None:
+            dropped.append(name)
+            continue
+        info = bundle.head_info[name]
+        refits[name] = (kept[0], kept[1], kept[2], str(info.get("field", name)))
+    for name, (_, labels) in tasks.items():
+        refits[name] = (texts, list(labels), groups, (fields or {}).get(name, name))
+    old_info = dict(bundle.head_info)
+    old_C = {n: h.C if isinstance(h, LinearHead) else 1.0 for n, h in bundle.heads.items()}
+    old_thr = {n: h.thresholds for n, h in bundle.heads.items()}
+    kinds = {n: old_info[n]["kind"] for n in old_info}
+    kinds.update({n: k for n, (k, _) in tasks.items()})
+    bundle.replace_trunk(new_trunk, new_spec)
+    seen = set(tune_texts)
+    summaries = []
+    for name, (t, labels, g, field_name) in refits.items():
+        info = old_info.get(name, {})
+        common: dict[str, Any] = {
+            "kind": kinds[name],
+            "field": field_name,
+            "head": str(info.get("head_type", "linear")),
+            "C": old_C.get(name, 1.0),
+            "thresholds": old_thr.get(name, "f1"),
+            "progress": progress,
+            "seed": seed,
+        }
+        used = [i for i, text in enumerate(t) if text in seen]
+        fresh = [i for i, text in enumerate(t) if text not in seen]
+        if used and fresh:  # fit on rows the trunk saw, calibrate on the others
+            summary = bundle.fit_head(
+                name,
+                [t[i] for i in used],
+                [labels[i] for i in used],
+                val_texts=[t[i] for i in fresh],
+                val_labels=[labels[i] for i in fresh],
+                refit=False,
+                **common,
+            )
+        else:  # the trunk saw none of these texts, or all of them
+            summary = bundle.fit_head(name, t, labels, groups=g, **common)
+            if not fresh:
+                summary.metrics["calibrated_on_trunk_training_rows"] = True  # = head_info's
+        summaries.append(summary)
+    bundle.path = folder
+    return FinetuneSummary(report=report, heads=summaries, dropped=dropped)

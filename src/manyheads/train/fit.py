@@ -1,0 +1,257 @@
+"""Fitting one head of a bundle on its cached embeddings (``Bundle.fit_head``).
+
+Everything a head is asked to be (name, kind, head type, labels, groups, caps, its
+hyper-parameters) is checked before any text reaches the trunk, so a mistake costs
+no pass over the texts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data import check_groups, data_hash, split_indices
+from ..errors import DataError
+from ..evaluate.holdout import head_scores, known_only
+from ..heads import check_head_name, check_kind, check_labels
+from ..heads.kinds import check_head_type, distinct_labels
+from ..heads.linear import LinearHead
+from ..trunks.base import check_texts
+
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+    from ..heads import AnyHead
+    from ..trunks import Features
+
+__all__ = ["HeadSummary", "fit_head", "split"]
+
+
+@dataclass(frozen=True)
+class HeadSummary:
+    """What :meth:`Bundle.fit_head` reports."""
+
+    name: str
+    kind: str
+    n_classes: int
+    n_train: int
+    n_val: int
+    metrics: dict[str, Any]
+    seconds: float
+    embed_seconds: float
+
+
+def new_head(
+    head_type: str, kind: str, *, C: float | str, class_weight: Any, seed: int, thresholds: str
+) -> AnyHead:
+    """An unfitted head of ``head_type`` ("linear" or "mlp"), its settings checked."""
+    model: AnyHead
+    if head_type == "mlp":
+        from ..heads.mlp import MLPHead
+
+        model = MLPHead(
+            kind=kind, class_weight=class_weight, random_state=seed, thresholds=thresholds
+        )
+    else:
+        model = LinearHead(kind=kind, C=C, class_weight=class_weight, thresholds=thresholds)
+    model.check_params()
+    return model
+
+
+def split(
+    kind: str, labels: list[Any], groups: Sequence[Any] | None, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Train / held-out row indices: grouped when ``groups`` are given, else stratified
+    by label (multilabel: not stratified)."""
+    return split_indices(
+        len(labels),
+        stratify=None if kind == "multilabel" else [str(v) for v in labels],
+        groups=groups,
+        val_fraction=fraction,
+        seed=seed,
+    )
+
+
+def _vstack(a: Features, b: Features) -> Features:
+    if sp.issparse(a) or sp.issparse(b):
+        return sp.vstack([sp.csr_matrix(a), sp.csr_matrix(b)], format="csr")
+    return np.concatenate([a, b])
+
+
+def _dense(X: Any) -> np.ndarray:
+    return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
+
+
+def fit_head(
+    bundle: Bundle,
+    name: str,
+    texts: Sequence[str],
+    labels: Sequence[Any],
+    kind: str = "multiclass",
+    *,
+    groups: Sequence[Any] | None = None,
+    val_texts: Sequence[str] | None = None,
+    val_labels: Sequence[Any] | None = None,
+    val_fraction: float = 0.2,
+    refit: bool | None = None,
+    field: str | None = None,
+    C: float | str = 1.0,
+    class_weight: str | dict[Any, float] | None = None,
+    head: str = "linear",
+    thresholds: str = "f1",
+    keep_data: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+) -> HeadSummary:
+    """Train (or replace) head ``name`` of ``bundle`` on ``texts`` / ``labels``.
+
+    ``head``: ``"linear"`` (default; fused into the bundle's one matrix
+    product), ``"mlp"`` (one hidden layer, dropout, early stopping on the
+    validation split; needs torch to train, not to predict), or ``"auto"``
+    (both, keeping the one with the better validation accuracy).
+    ``thresholds``: what binary / multilabel thresholds maximise on the
+    validation split, ``"f1"`` (default) or ``"accuracy"``.
+
+    With ``keep_data`` (default) the training texts, labels and groups are
+    saved in the bundle (``data/HASH.jsonl.gz``), so every head can be
+    refitted when the trunk changes (``manyheads finetune``).
+
+    The data is split into train and validation (grouped when ``groups``
+    are given, else stratified), unless ``val_texts`` / ``val_labels`` are
+    passed. The head is fitted on the train part, its temperature (and
+    binary / multilabel thresholds) on the validation part, validation
+    metrics are recorded. With ``refit`` the weights are then fitted again
+    on all rows; a multiclass head's temperature is then fitted again on
+    5-fold out-of-fold logits at the same ``C`` (folds by ``groups``), since
+    the model fitted on all rows is more confident than the one the
+    validation split saw (``metrics["ece_cv"]`` is the out-of-fold ECE).
+    ``refit=None`` (default) refits multiclass heads only: their argmax
+    decisions gain from the extra rows, while binary / multilabel decisions
+    rest on thresholds tuned for the train-part model's confidence, which a
+    refit shifts (measured in bench/RESULTS.md).
+    """
+    name = check_head_name(name)
+    kind = check_kind(kind)
+    head = check_head_type(head)
+    texts = check_texts(texts)
+    labels = list(labels)
+    if len(texts) != len(labels):
+        raise DataError(f"{len(texts)} texts but {len(labels)} labels")
+    if not texts:
+        raise DataError(f"head {name!r}: no training texts")
+    for i, t in enumerate(texts):
+        if not t.strip():
+            raise DataError(f"head {name!r}: text #{i} is empty")
+    check_labels(name, kind, labels)
+    if groups is not None:
+        groups = check_groups(groups, len(texts), f"head {name!r}")
+    if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
+        raise DataError("val_texts and val_labels must be given together, same length")
+    candidates = ["linear", "mlp"] if head == "auto" else [head]
+
+    def make(head_type: str) -> AnyHead:
+        return new_head(
+            head_type, kind, C=C, class_weight=class_weight, seed=seed, thresholds=thresholds
+        )
+
+    for head_type in candidates:  # the settings are checked now, not after the embedding
+        make(head_type)
+    # caps before any trunk call: a mistake costs no pass over the texts
+    bundle.limits.check_labels(distinct_labels(kind, labels), f"head {name!r}")
+    if name not in bundle.heads:
+        bundle.limits.check_head_count(len(bundle.heads) + 1, f"head {name!r}")
+    if bundle.trunk_needs_fit:
+        bundle.fit_trunk(texts)
+    t0 = time.perf_counter()
+    X_all = bundle.embed(
+        texts + (list(val_texts) if val_texts is not None else []), progress=progress
+    )
+    embed_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    if val_texts is not None:
+        X, X_val = X_all[: len(texts)], X_all[len(texts) :]
+        y, y_val = labels, list(val_labels or [])
+        train_idx = np.arange(len(texts))
+    else:
+        if val_fraction > 0:
+            train_idx, val_idx = split(kind, labels, groups, val_fraction, seed)
+        else:
+            train_idx, val_idx = np.arange(len(texts)), np.arange(0)
+        X, X_val = X_all[train_idx], X_all[val_idx]
+        y = [labels[i] for i in train_idx]
+        y_val = [labels[i] for i in val_idx]
+    try:
+        if head != "linear" and sp.issparse(X):  # MLP heads take dense input
+            X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
+        fitted: list[tuple[Any, ...]] = []
+        for head_type in candidates:
+            model = make(head_type)
+            model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
+            Xv, yv = known_only(model, X_val, y_val) if y_val else (X_val, y_val)
+            found = head_scores(model, Xv, yv) if len(yv) else {"n": 0}
+            fitted.append((found.get("accuracy", 0.0), -len(fitted), model, found, Xv, yv))
+        # best validation accuracy; ties go to the earlier (linear) candidate
+        _, _, model, best_metrics, X_val, y_val = max(fitted, key=lambda f: (f[0], f[1]))
+        metrics = dict(best_metrics)
+        if head == "auto":
+            metrics["head_choice"] = {
+                type_: round(float(f[0]), 6) for type_, f in zip(candidates, fitted, strict=True)
+            }
+        if len(y_val) and model.temperature_ != 1.0:
+            temperature, model.temperature_ = model.temperature_, 1.0
+            metrics["ece_uncalibrated"] = head_scores(model, X_val, y_val)["ece"]
+            model.temperature_ = temperature
+        if refit is None:  # default: multiclass heads only (see the docstring)
+            refit = kind == "multiclass"
+        if refit and len(y_val) and isinstance(model, LinearHead):
+            X_fit = _vstack(X, X_val) if val_texts is not None else X_all
+            y_fit = list(y) + list(y_val) if val_texts is not None else labels
+            model.refit_keeping_calibration(X_fit, y_fit)
+            if kind == "multiclass":
+                fit_groups = None if groups is None else [f"g{g!r}" for g in groups]
+                if fit_groups is not None and val_texts is not None:
+                    fit_groups += [f"v{i}" for i in range(len(y_val))]
+                cv = model.crossfit_temperature(X_fit, y_fit, groups=fit_groups, seed=seed)
+                metrics["temperature"] = cv["temperature"]
+                if "ece_cv" in cv:
+                    metrics["ece_cv"] = cv["ece_cv"]
+    except DataError as exc:
+        raise DataError(f"head {name!r}: {exc}") from exc
+    seconds = time.perf_counter() - t1
+    # the kept data is every row given, validation rows included
+    kept_texts, kept_labels, kept_groups = texts, labels, groups
+    if val_texts is not None:
+        kept_texts = texts + list(val_texts)
+        kept_labels = labels + list(val_labels or [])
+        if groups is not None:
+            kept_groups = list(groups) + [f"validation-{i}" for i in range(len(val_texts))]
+    info = {
+        "kind": kind,
+        "field": field or name,
+        "trunk_fingerprint": bundle.trunk_fingerprint,
+        "metrics": metrics,
+        "n_train": len(train_idx),
+        "n_val": int(metrics.get("n", 0)),
+        "data_hash": data_hash(kept_texts, kept_labels),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
+    }
+    data = None
+    if keep_data:
+        data = (kept_texts, kept_labels, None if kept_groups is None else list(kept_groups))
+    bundle.add_head(name, model, info=info, data=data)
+    return HeadSummary(
+        name=name,
+        kind=kind,
+        n_classes=len(model.classes_),
+        n_train=len(train_idx),
+        n_val=int(metrics.get("n", 0)),
+        metrics=metrics,
+        seconds=seconds,
+        embed_seconds=embed_seconds,
+    )
