@@ -19,6 +19,8 @@ from manyheads import Bundle, EmbeddingCache
 from manyheads.cli import main
 from manyheads.errors import BundleError, ConfigError, ManyheadsError
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")
 

@@ -14,6 +14,8 @@ pytest.importorskip("torch")
 from manyheads.train.byte import train_byte_trunk
 from manyheads.trunks.byte import SEP, ByteConfig, ByteTrunk, byte_ids
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 SMALL = ByteConfig(
     max_bytes=128, embed=16, channels=32, dilations=(1, 2), heads=2, dims=(8, 16, 32)
 )

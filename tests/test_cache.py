@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import manyheads
 from manyheads import Bundle, ConfigError, EmbeddingCache
 from manyheads.cache import default_cache_path
 
@@ -112,3 +114,33 @@ def test_cache_hits_give_the_same_head_as_fresh_vectors(counting_trunk, cache, d
     b = Bundle(trunk=counting_trunk, cache=cache)
     b.fit_head("s", texts, labels)
     np.testing.assert_array_equal(a.heads["s"].coef_, b.heads["s"].coef_)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"kind": "ordinal"}, "head kind must be one of multiclass, binary, multilabel"),
+        ({"head": "tree"}, "head type must be one of linear, mlp, auto"),
+        ({"thresholds": "recall"}, "thresholds must be one of"),
+        ({"C": -1.0}, "C must be a positive number or 'auto'"),
+        ({"class_weight": "heavy"}, "class_weight must be None, 'balanced' or a dict"),
+        ({"groups": [1.5] * 12}, "group #0 is 1.5; a group is a string or an integer"),
+        ({"labels": ["1", 1] * 6}, "a string and a number that read the same"),
+        ({"name": "bad name"}, "invalid head name 'bad name'"),
+        ({"labels": [f"l{i}" for i in range(12)], "max_labels": 5}, "the max_labels limit"),
+    ],
+)
+def test_a_bad_head_costs_no_trunk_pass(counting_trunk, options, message):
+    """Every setting of a head is judged before any text reaches the trunk."""
+    from manyheads import HeadLimits
+
+    options = dict(options)
+    limits = HeadLimits(max_labels=options.pop("max_labels", 1000))
+    bundle = Bundle(trunk=counting_trunk, cache=None, limits=limits)
+    texts = [f"text number {i}" for i in range(12)]
+    name = options.pop("name", "h")
+    labels = options.pop("labels", ["a", "b"] * 6)
+    kind = options.pop("kind", "multiclass")
+    with pytest.raises(manyheads.ManyheadsError, match=re.escape(message)):
+        bundle.fit_head(name, texts, labels, kind, **options)
+    assert counting_trunk.calls == 0

@@ -237,6 +237,7 @@ def test_split_is_by_group_and_stable():
     assert 0.65 < share["train"] < 0.75 and 0.12 < share["test"] < 0.18
 
 
+@pytest.mark.heavy
 def test_the_build_script_reexports_a_bundle_with_its_tiers(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("onnx")

@@ -30,6 +30,8 @@ from manyheads.train.lpft import (
     training_embeddings,
 )
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 _KEYS = ["python", "rust", "java", "perl"]
 _EXTRAS = ["game", "audio"]
 _FILLER = [w for w in _WORDS if w not in {*_KEYS, *_EXTRAS, "server"}]

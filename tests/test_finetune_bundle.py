@@ -13,6 +13,8 @@ from manyheads import Bundle, ConfigError
 from manyheads.bundle import BUNDLE_JSON
 from manyheads.cli import main
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 pytest.importorskip("torch")
 
 

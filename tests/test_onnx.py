@@ -28,6 +28,8 @@ pytest.importorskip("onnx")
 
 from manyheads.export import export_bundle
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 LONG = " ".join(["the library provides python bindings for the parser and tools"] * 12)
 
 

@@ -21,6 +21,8 @@ from manyheads.bundle import BUNDLE_JSON, HEADS_FILE
 from manyheads.cli import main
 from manyheads.errors import ManyheadsError
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 TEXTS = ["Python 3 library for parsing XML", "TrueType fonts for the web", "disk partition tool"]
 
 

@@ -21,6 +21,8 @@ pytest.importorskip("prometheus_client")
 
 from manyheads.serve import head_from_json, head_to_json, load_api_keys  # noqa: E402
 
+pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
+
 KEY = "k3y-for-tests-0123456789abcdef"
 OTHER_KEY = "another-key-0123456789abcdef"
 BASE_HEADS = {"section", "library", "role"}
@@ -149,6 +151,16 @@ def test_bad_input_gets_a_4xx_json_error(server, body, status, code):
     assert res.json()["error"]["code"] == code
     assert res.json()["error"]["message"]
     assert httpx.get(url + "/healthz").json() == {"status": "ok"}  # still alive
+
+
+def test_bad_bodies_cost_no_trunk_pass(server):
+    """Every mistake of a predict body, an unknown head too, is refused before a pass."""
+    url, _ = server
+    before = _metric(httpx.get(url + "/metrics").text, "manyheads_batch_requests_count")
+    for body, status, _ in BAD_PREDICT_BODIES:
+        assert httpx.post(url + "/v1/predict", content=body, timeout=30).status_code == status
+    after = _metric(httpx.get(url + "/metrics").text, "manyheads_batch_requests_count")
+    assert after == before
 
 
 def test_a_body_over_the_limit_is_read_then_refused(keyed):

@@ -6,8 +6,9 @@
 >>> b.predict(["some text"])                       # doctest: +SKIP
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_names
 from ._version import __version__
 from .bundle import Bundle, HeadLimits
 from .cache import EmbeddingCache
@@ -33,21 +34,16 @@ if TYPE_CHECKING:
 
 # scikit-learn-backed classes and training's reports load on first use: answering from
 # a saved bundle imports neither scikit-learn nor the training code
-_LAZY = {
-    "HeadSummary": "manyheads.train",
-    "FinetuneSummary": "manyheads.train",
-    "LinearHead": "manyheads.heads.linear",
-    "MLPHead": "manyheads.heads.mlp",
-    "HashingTrunk": "manyheads.trunks.hashing",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'manyheads' has no attribute {name!r}")
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "HeadSummary": ".train",
+        "FinetuneSummary": ".train",
+        "LinearHead": ".heads.linear",
+        "MLPHead": ".heads.mlp",
+        "HashingTrunk": ".trunks.hashing",
+    },
+)
 
 
 __all__ = [

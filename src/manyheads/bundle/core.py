@@ -56,8 +56,10 @@ from .store import (
 )
 
 if TYPE_CHECKING:
-    from ..train.finetune import FinetuneSummary
-    from ..train.fit import HeadSummary
+    from typing import Unpack
+
+    from ..train.finetune import FinetuneOptions, FinetuneSummary
+    from ..train.fit import FitOptions, HeadSummary
 
 __all__ = ["Bundle"]
 
@@ -339,32 +341,16 @@ class Bundle(BundleFolder):
         texts: Sequence[str],
         labels: Sequence[Any],
         kind: str = "multiclass",
-        *,
-        groups: Sequence[Any] | None = None,
-        val_texts: Sequence[str] | None = None,
-        val_labels: Sequence[Any] | None = None,
-        val_fraction: float = 0.2,
-        refit: bool | None = None,
-        field: str | None = None,
-        C: float | str = 1.0,
-        class_weight: str | dict[Any, float] | None = None,
-        head: str = "linear",
-        thresholds: str = "f1",
-        keep_data: bool = True,
-        seed: int = 0,
-        progress: bool = False,
+        **options: Unpack[FitOptions],
     ) -> HeadSummary:
-        """Train (or replace) head ``name`` on ``texts`` / ``labels``
-        (:func:`manyheads.train.fit.fit_head` says how: the split, calibration,
-        thresholds, the refit, the kept data)."""
+        """Train (or replace) head ``name`` on ``texts`` / ``labels``: see
+        :func:`manyheads.train.fit.fit_head` for the options (``groups``, validation
+        rows or ``val_fraction``, ``C``, ``head``, ``thresholds``, ``class_weight``,
+        ``refit``, ``keep_data``, ``seed``, ...) and how the head is split, fitted,
+        calibrated and kept."""
         from ..train.fit import fit_head
 
-        return fit_head(
-            self, name, texts, labels, kind, groups=groups, val_texts=val_texts,
-            val_labels=val_labels, val_fraction=val_fraction, refit=refit, field=field, C=C,
-            class_weight=class_weight, head=head, thresholds=thresholds, keep_data=keep_data,
-            seed=seed, progress=progress,
-        )  # fmt: skip
+        return fit_head(self, name, texts, labels, kind, **options)
 
     def add_head(
         self,
@@ -570,27 +556,14 @@ class Bundle(BundleFolder):
         texts: Sequence[str],
         tasks: Mapping[str, tuple[str, Sequence[Any]]],
         folder: str | os.PathLike[str],
-        *,
-        groups: Sequence[Any] | None = None,
-        fields: Mapping[str, str] | None = None,
-        epochs: int = 2,
-        max_length: int = 128,
-        batch_size: int = 16,
-        lr: float = 2e-5,
-        holdout: float = 0.2,
-        seed: int = 0,
-        progress: bool = False,
+        **options: Unpack[FinetuneOptions],
     ) -> FinetuneSummary:
-        """Fine-tune the trunk on ``tasks`` (LP-FT) and refit every head on the new trunk
-        (:func:`manyheads.train.finetune.finetune_bundle` says how). Call :meth:`save`
-        afterwards (the CLI does)."""
+        """Fine-tune the trunk on ``tasks`` (LP-FT) and refit every head on the new trunk:
+        see :func:`manyheads.train.finetune.finetune_bundle` for the options and how.
+        Call :meth:`save` afterwards (the CLI does)."""
         from ..train.finetune import finetune_bundle
 
-        return finetune_bundle(
-            self, texts, tasks, folder, groups=groups, fields=fields, epochs=epochs,
-            max_length=max_length, batch_size=batch_size, lr=lr, holdout=holdout, seed=seed,
-            progress=progress,
-        )  # fmt: skip
+        return finetune_bundle(self, texts, tasks, folder, **options)
 
     def __repr__(self) -> str:
         return f"Bundle(trunk={self.trunk_name!r}, heads={list(self._state.heads)})"

@@ -23,11 +23,112 @@ def bundle_note(value: str | None) -> str | None:
     return value
 
 
-TASK_HELP = (
-    "A head to train: NAME[=FIELD][:KIND], FIELD defaulting to NAME and KIND to "
-    "multiclass (or binary, multilabel), e.g. topic, lang=language, tags:multilabel; "
-    "repeat for more heads."
-)
+# every option's and argument's help, by flag (or COMMAND:flag where commands differ)
+HELP: dict[str, str | None] = {
+    "train:data": "CSV, TSV, JSONL or Parquet file.",
+    "--task": (
+        "A head to train: NAME[=FIELD][:KIND], FIELD defaulting to NAME and KIND to "
+        "multiclass (or binary, multilabel), e.g. topic, lang=language, tags:multilabel; "
+        "repeat for more heads."
+    ),
+    "--group-field": "Rows sharing a group stay on one side of the train/validation split.",
+    "--trunk": (
+        "Trunk of a new bundle: minilm+tfidf (default), minilm, hashing, tfidf, a model "
+        "folder path, or several joined by '+' (with weights: minilm@1+tfidf@0.5); or byte (a"
+        " byte trunk trained here on the file's tasks)."
+    ),
+    "--tier": (
+        "--trunk byte: the tier (one of the trunk's dims) the bundle answers at (default: the"
+        " largest); the other tiers go to BUNDLE/tiers/."
+    ),
+    "--trunk-epochs": "--trunk byte: training epochs (default 4).",
+    "--byte-config": (
+        "--trunk byte: the trunk's shape, a JSON object of ByteConfig fields (e.g. "
+        '\'{"channels": 64, "dims": [32, 64]}\').'
+    ),
+    "--val-fraction": "Share of rows held out to validate each head.",
+    "--C": (
+        "Inverse regularisation strength, or 'auto' (default) to pick it on the validation split."
+    ),
+    "--class-weight": "'balanced' for imbalanced labels.",
+    "--head": (
+        "linear (fused, default), mlp (one hidden layer), or auto (the better of both on the "
+        "validation split)."
+    ),
+    "--thresholds": (
+        "What binary/multilabel thresholds maximise on the validation split: accuracy "
+        "(default) or f1."
+    ),
+    "--seed": "Seed of the split and of training (same seed, same heads).",
+    "finetune:data": "CSV, TSV, JSONL or Parquet file.",
+    "--epochs": "Fine-tuning epochs.",
+    "--max-length": "Tokens per text while training (truncated).",
+    "--batch-size": None,
+    "--lr": "Trunk learning rate.",
+    "--holdout": "Share of the rows (grouped) left out of fine-tuning to calibrate the heads on.",
+    "finetune:--group-field": None,
+    "eval:data": "Labelled CSV, TSV, JSONL or Parquet file.",
+    "--json": "Print one JSON object.",
+    "predict:texts": "Texts to classify.",
+    "--input": "CSV/TSV/JSONL/Parquet (--text-field) or plain text, one text per line.",
+    "predict:--json": "JSON lines even on a terminal (always when the output is piped).",
+    "--scores": (
+        "Class scores in the JSON lines: all (default), top (the best five) or none; implies "
+        "--json."
+    ),
+    "--out": "New (or empty) folder to write.",
+    "--int8": "Quantise the encoder's weights to int8 (dynamic).",
+    "copy:source": "Bundle folder, or a built-in bundle's name.",
+    "copy:out": "New (or empty) folder to write.",
+    "--host": "Address to listen on.",
+    "--port": "Port to listen on.",
+    "--api-key-file": (
+        "File of API keys, one per line. Write endpoints always need a key; with this file, "
+        "reads too (not /healthz, /readyz, the page at /)."
+    ),
+    "--max-batch": "Most texts merged into one trunk pass.",
+    "--max-wait-ms": "Longest wait for more requests to merge (only under concurrent load).",
+    "--watch": "Reload the bundle when its folder changes on disk.",
+    "--max-texts": "Most texts in one predict request.",
+    "--max-body-mb": "Largest request body, in MB.",
+    "--max-pass-chars": (
+        "Most characters in one trunk pass: a bigger request is answered over several passes,"
+        " taking turns with the others."
+    ),
+    "--max-label-chars": "Most characters in one label.",
+    "--max-heads": "Most heads in the bundle.",
+    "--body-timeout": "Seconds to wait for the next piece of a request body (408).",
+    "--max-connections": "Most connections and requests at once; beyond it the server answers 503.",
+    "heads list:--json": "Print JSON.",
+    "heads rm:name": "Head to remove.",
+    "any:--tier": "Byte bundles: the tier (embedding size) to answer at (default: the bundle's).",
+    "--text-field": "Field holding the text.",
+    "--heads": "Comma-separated subset of heads (default: all).",
+    "--cache-dir": (
+        "Embedding cache folder (default: $MANYHEADS_CACHE_DIR or the user cache folder)."
+    ),
+    "--no-cache": "Do not use the embedding cache.",
+    "--max-chars": "Most characters in one text (see --long-texts).",
+    "--long-texts": (
+        "Texts over --max-chars: 'refuse' (an error naming the text) or 'window' (read in "
+        "pieces of --max-chars, probabilities averaged)."
+    ),
+    "--max-labels": "Most labels (classes) of one head.",
+    "--label-sep": "Separator of multilabel fields given as strings.",
+}
+
+
+def opt(key: str, *more: str) -> Any:
+    """The typer option of flag ``key`` (``COMMAND:--flag`` for a command's own help),
+    also answering to the flags ``more``; its help from :data:`HELP`."""
+    return typer.Option(key.rsplit(":", 1)[-1], *more, help=HELP[key])
+
+
+def arg(key: str) -> Any:
+    """The typer argument ``COMMAND:name``, its help from :data:`HELP`."""
+    return typer.Argument(help=HELP[key])
+
+
 # a string, not a Path: "./content" (a folder) and "content" (the built-in) differ
 BundleOpt = Annotated[
     str,
@@ -49,42 +150,15 @@ AnyBundleOpt = Annotated[
         callback=bundle_note,
     ),
 ]
-TierOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--tier",
-        help="Byte bundles: the tier (embedding size) to answer at (default: the bundle's).",
-    ),
-]
-TextFieldOpt = Annotated[str, typer.Option("--text-field", help="Field holding the text.")]
-HeadsOpt = Annotated[
-    str | None, typer.Option("--heads", help="Comma-separated subset of heads (default: all).")
-]
-CacheDirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache-dir",
-        help="Embedding cache folder (default: $MANYHEADS_CACHE_DIR or the user cache folder).",
-    ),
-]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not use the embedding cache.")]
-MaxCharsOpt = Annotated[
-    int, typer.Option("--max-chars", help="Most characters in one text (see --long-texts).")
-]
-LongTextsOpt = Annotated[
-    str,
-    typer.Option(
-        "--long-texts",
-        help="Texts over --max-chars: 'refuse' (an error naming the text) or 'window' (read "
-        "in pieces of --max-chars, probabilities averaged).",
-    ),
-]
-MaxLabelsOpt = Annotated[
-    int, typer.Option("--max-labels", help="Most labels (classes) of one head.")
-]
-LabelSepOpt = Annotated[
-    str, typer.Option("--label-sep", help="Separator of multilabel fields given as strings.")
-]
+TierOpt = Annotated[int | None, opt("any:--tier")]
+TextFieldOpt = Annotated[str, opt("--text-field")]
+HeadsOpt = Annotated[str | None, opt("--heads")]
+CacheDirOpt = Annotated[Path | None, opt("--cache-dir")]
+NoCacheOpt = Annotated[bool, opt("--no-cache")]
+MaxCharsOpt = Annotated[int, opt("--max-chars")]
+LongTextsOpt = Annotated[str, opt("--long-texts")]
+MaxLabelsOpt = Annotated[int, opt("--max-labels")]
+LabelSepOpt = Annotated[str, opt("--label-sep")]
 
 
 def split_names(heads: str | None) -> list[str] | None:

@@ -8,11 +8,12 @@ from typing import Annotated
 import typer
 
 from ..bundle import copy_bundle
+from .common import arg
 
 
 def copy(
-    source: Annotated[str, typer.Argument(help="Bundle folder, or a built-in bundle's name.")],
-    out: Annotated[Path, typer.Argument(help="New (or empty) folder to write.")],
+    source: Annotated[str, arg("copy:source")],
+    out: Annotated[Path, arg("copy:out")],
 ) -> None:
     """Copy a bundle whole (tiers and kept training data too), e.g. the read-only
     built-in bundle, into a folder of your own to change."""

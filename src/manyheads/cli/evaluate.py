@@ -17,16 +17,18 @@ from .common import (
     NoCacheOpt,
     TextFieldOpt,
     TierOpt,
+    arg,
+    opt,
     split_names,
     table,
 )
 
 
 def eval_(
-    data: Annotated[Path, typer.Argument(help="Labelled CSV, TSV, JSONL or Parquet file.")],
+    data: Annotated[Path, arg("eval:data")],
     bundle: BundleOpt,
     heads: HeadsOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: Annotated[bool, opt("--json")] = False,
     text_field: TextFieldOpt = "text",
     label_sep: LabelSepOpt = ",",
     cache_dir: CacheDirOpt = None,

@@ -8,15 +8,13 @@ from typing import Annotated
 import typer
 
 from .. import jobs
-from .common import BundleOpt
+from .common import BundleOpt, opt
 
 
 def export(
     bundle: BundleOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="New (or empty) folder to write.")],
-    int8: Annotated[
-        bool, typer.Option("--int8", help="Quantise the encoder's weights to int8 (dynamic).")
-    ] = False,
+    out: Annotated[Path, opt("--out", "-o")],
+    int8: Annotated[bool, opt("--int8")] = False,
 ) -> None:
     """Export the bundle to one ONNX graph (trunk + every head): a bundle that runs
     with onnxruntime, without torch."""

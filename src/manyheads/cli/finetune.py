@@ -9,43 +9,30 @@ import typer
 
 from .. import jobs
 from .common import (
-    TASK_HELP,
     BundleOpt,
     CacheDirOpt,
     LabelSepOpt,
     NoCacheOpt,
     TextFieldOpt,
+    arg,
+    opt,
     summary_table,
 )
 
 
 def finetune(
-    data: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL or Parquet file.")],
+    data: Annotated[Path, arg("finetune:data")],
     bundle: BundleOpt,
-    task: Annotated[
-        list[str],
-        typer.Option("--task", "-t", help=TASK_HELP),
-    ],
-    epochs: Annotated[int, typer.Option("--epochs", help="Fine-tuning epochs.")] = 2,
-    max_length: Annotated[
-        int, typer.Option("--max-length", help="Tokens per text while training (truncated).")
-    ] = 128,
-    batch_size: Annotated[int, typer.Option("--batch-size")] = 16,
-    lr: Annotated[float, typer.Option("--lr", help="Trunk learning rate.")] = 2e-5,
-    holdout: Annotated[
-        float,
-        typer.Option(
-            "--holdout",
-            help="Share of the rows (grouped) left out of fine-tuning to calibrate the heads on.",
-        ),
-    ] = 0.2,
+    task: Annotated[list[str], opt("--task", "-t")],
+    epochs: Annotated[int, opt("--epochs")] = 2,
+    max_length: Annotated[int, opt("--max-length")] = 128,
+    batch_size: Annotated[int, opt("--batch-size")] = 16,
+    lr: Annotated[float, opt("--lr")] = 2e-5,
+    holdout: Annotated[float, opt("--holdout")] = 0.2,
     text_field: TextFieldOpt = "text",
-    group_field: Annotated[str | None, typer.Option("--group-field")] = None,
+    group_field: Annotated[str | None, opt("finetune:--group-field")] = None,
     label_sep: LabelSepOpt = ",",
-    seed: Annotated[
-        int,
-        typer.Option("--seed", help="Seed of the split and of training (same seed, same heads)."),
-    ] = 0,
+    seed: Annotated[int, opt("--seed")] = 0,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
 ) -> None:

@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 
 from .. import jobs
-from .common import BundleOpt, table
+from .common import BundleOpt, arg, opt, table
 
 
 def heads_list(
     bundle: BundleOpt,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: Annotated[bool, opt("heads list:--json")] = False,
 ) -> None:
     """Name, kind, number of labels and validation metrics of each head."""
     rows = jobs.list_heads(bundle)
@@ -53,7 +53,7 @@ def heads_list(
 
 
 def heads_rm(
-    name: Annotated[str, typer.Argument(help="Head to remove.")],
+    name: Annotated[str, arg("heads rm:name")],
     bundle: BundleOpt,
 ) -> None:
     """Remove one head from the bundle (saved atomically)."""

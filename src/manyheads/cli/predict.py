@@ -17,6 +17,8 @@ from .common import (
     MaxCharsOpt,
     TextFieldOpt,
     TierOpt,
+    arg,
+    opt,
     split_names,
 )
 
@@ -42,35 +44,16 @@ def compact(number: int, text: str, answer: dict[str, Any]) -> str:
 
 
 def predict(
-    texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify.")] = None,
+    texts: Annotated[list[str] | None, arg("predict:texts")] = None,
     bundle: AnyBundleOpt = None,
-    input_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--input",
-            "-i",
-            help="CSV/TSV/JSONL/Parquet (--text-field) or plain text, one text per line.",
-        ),
-    ] = None,
+    input_file: Annotated[Path | None, opt("--input", "-i")] = None,
     text_field: TextFieldOpt = "text",
     heads: HeadsOpt = None,
     tier: TierOpt = None,
-    max_chars: MaxCharsOpt = 100_000,
+    max_chars: MaxCharsOpt = 100000,
     long_texts: LongTextsOpt = "refuse",
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json", help="JSON lines even on a terminal (always when the output is piped)."
-        ),
-    ] = False,
-    scores: Annotated[
-        str | None,
-        typer.Option(
-            "--scores",
-            help="Class scores in the JSON lines: all (default), top (the best five) or "
-            "none; implies --json.",
-        ),
-    ] = None,
+    as_json: Annotated[bool, opt("predict:--json")] = False,
+    scores: Annotated[str | None, opt("--scores")] = None,
 ) -> None:
     """Answer each text with every head: one compact line per text on a terminal, one
     JSON line per text when piped or with --json (a file is read as it goes)."""

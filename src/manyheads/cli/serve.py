@@ -18,68 +18,28 @@ from .common import (
     MaxLabelsOpt,
     NoCacheOpt,
     TierOpt,
+    opt,
 )
 
 
 def serve(
     bundle: AnyBundleOpt = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    api_key_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--api-key-file",
-            help="File of API keys, one per line. Write endpoints always need a key; "
-            "with this file, reads too (not /healthz, /readyz, the page at /).",
-        ),
-    ] = None,
-    max_batch: Annotated[
-        int, typer.Option("--max-batch", help="Most texts merged into one trunk pass.")
-    ] = 64,
-    max_wait_ms: Annotated[
-        float,
-        typer.Option(
-            "--max-wait-ms",
-            help="Longest wait for more requests to merge (only under concurrent load).",
-        ),
-    ] = 10.0,
-    watch: Annotated[
-        bool, typer.Option("--watch", help="Reload the bundle when its folder changes on disk.")
-    ] = False,
-    max_texts: Annotated[
-        int, typer.Option("--max-texts", help="Most texts in one predict request.")
-    ] = 1000,
-    max_chars: MaxCharsOpt = 100_000,
+    host: Annotated[str, opt("--host")] = "127.0.0.1",
+    port: Annotated[int, opt("--port")] = 8000,
+    api_key_file: Annotated[Path | None, opt("--api-key-file")] = None,
+    max_batch: Annotated[int, opt("--max-batch")] = 64,
+    max_wait_ms: Annotated[float, opt("--max-wait-ms")] = 10.0,
+    watch: Annotated[bool, opt("--watch")] = False,
+    max_texts: Annotated[int, opt("--max-texts")] = 1000,
+    max_chars: MaxCharsOpt = 100000,
     long_texts: LongTextsOpt = "refuse",
-    max_body_mb: Annotated[
-        float, typer.Option("--max-body-mb", help="Largest request body, in MB.")
-    ] = 16.0,
-    max_pass_chars: Annotated[
-        int,
-        typer.Option(
-            "--max-pass-chars",
-            help="Most characters in one trunk pass: a bigger request is answered over "
-            "several passes, taking turns with the others.",
-        ),
-    ] = 100_000,
+    max_body_mb: Annotated[float, opt("--max-body-mb")] = 16.0,
+    max_pass_chars: Annotated[int, opt("--max-pass-chars")] = 100000,
     max_labels: MaxLabelsOpt = 1000,
-    max_label_chars: Annotated[
-        int, typer.Option("--max-label-chars", help="Most characters in one label.")
-    ] = 200,
-    max_heads: Annotated[int, typer.Option("--max-heads", help="Most heads in the bundle.")] = 256,
-    body_timeout: Annotated[
-        float,
-        typer.Option(
-            "--body-timeout", help="Seconds to wait for the next piece of a request body (408)."
-        ),
-    ] = 30.0,
-    max_connections: Annotated[
-        int,
-        typer.Option(
-            "--max-connections",
-            help="Most connections and requests at once; beyond it the server answers 503.",
-        ),
-    ] = 1000,
+    max_label_chars: Annotated[int, opt("--max-label-chars")] = 200,
+    max_heads: Annotated[int, opt("--max-heads")] = 256,
+    body_timeout: Annotated[float, opt("--body-timeout")] = 30.0,
+    max_connections: Annotated[int, opt("--max-connections")] = 1000,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tier: TierOpt = None,

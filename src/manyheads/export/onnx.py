@@ -35,7 +35,8 @@ from ..bundle import Bundle, check_writable
 from ..bundle.graph import HEADS, compose_heads, const, graph_file_name, serialize
 from ..errors import BundleError, ConfigError, require
 from ..trunks import CompositeTrunk, TransformerTrunk
-from ..trunks.onnxrt import EMBEDDING, OnnxTrunk, file_sha256
+from ..trunks.base import file_sha256
+from ..trunks.onnxrt import EMBEDDING, OnnxTrunk
 
 __all__ = ["compose_heads", "export_bundle", "graph_file_name"]
 

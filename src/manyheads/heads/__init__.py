@@ -7,8 +7,9 @@ need numpy only, so a bundle can answer without importing scikit-learn.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
+from .._lazy import lazy_names
 from .convert import any_head_from_record, any_head_to_record
 from .fused import FusedHeads
 from .kinds import HEAD_TYPES, KINDS, check_head_name, check_kind, check_labels
@@ -38,20 +39,15 @@ __all__ = [
     "tune_thresholds",
 ]
 
-_LAZY = {
-    "LinearHead": "linear",
-    "head_from_record": "linear",
-    "head_to_record": "linear",
-    "MLPHead": "mlp",
-    "fit_temperature": "calibration",
-    "tune_binary_threshold": "calibration",
-    "tune_thresholds": "calibration",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "LinearHead": ".linear",
+        "head_from_record": ".linear",
+        "head_to_record": ".linear",
+        "MLPHead": ".mlp",
+        "fit_temperature": ".calibration",
+        "tune_binary_threshold": ".calibration",
+        "tune_thresholds": ".calibration",
+    },
+)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import numpy as np
 from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import DataConversionWarning, NotFittedError
+from sklearn.utils.validation import check_array
 
 from ..errors import ConfigError, DataError
 from .calibration import (
@@ -16,7 +20,8 @@ from .calibration import (
     tune_thresholds,
 )
 from .decode import decide
-from .kinds import check_kind
+from .kinds import check_kind, label_problem
+from .record import CheckedRecord
 from .targets import encode_targets, known_rows, learn_targets
 
 
@@ -31,7 +36,9 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     kind: str
     calibrate: bool
     thresholds: str
+    class_weight: Any
     classes_: np.ndarray
+    n_features_in_: int
     temperature_: float
     thresholds_: np.ndarray
 
@@ -40,8 +47,68 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         """Whether the head is fitted (it has weights and a temperature)."""
         return hasattr(self, "n_features_in_") and hasattr(self, "temperature_")
 
-    def _check_kind(self) -> None:
+    def _check_common(self) -> None:
+        """The settings every head has: kind, thresholds objective, class weights."""
+        self._check_thresholds()
         check_kind(self.kind)
+        if not (
+            self.class_weight is None
+            or self.class_weight == "balanced"
+            or isinstance(self.class_weight, dict)
+        ):
+            raise ConfigError(
+                f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
+            )
+
+    def _fit_start(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
+        """The settings checked, ``X`` checked (dense or CSR) and the targets of ``y``
+        (``classes_`` learnt): what every ``fit`` starts with."""
+        self.check_params()
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
+        if y is None:
+            raise DataError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        if not hasattr(y, "__len__") and hasattr(y, "__array__"):
+            y = np.asarray(y)  # an array-like without a length (it converts to an array)
+        if len(y) != X.shape[0]:
+            raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
+        target = self._learn_targets(y)
+        if X.shape[0] == 0:
+            raise DataError("no training rows")
+        return X, target
+
+    def check_params(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def n_outputs_(self) -> int:
+        """Outputs of the head's last layer: 1 for binary, else one per class / label."""
+        if not self.fitted:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
+        return 1 if self.kind == "binary" else len(self.classes_)
+
+    def _record_fields(self) -> dict[str, Any]:
+        """The fields of the head's stored record every type has."""
+        return {
+            "kind": self.kind,
+            "labels": self.classes_.tolist(),
+            "temperature": float(self.temperature_),
+            "thresholds": None
+            if self.kind == "multiclass"
+            else [float(t) for t in self.thresholds_.tolist()],
+        }
+
+    def _restore(self, checked: CheckedRecord) -> None:
+        """Labels, temperature and thresholds from a checked stored record."""
+        self.classes_ = np.asarray(checked.labels)
+        self._fit_indicator = False
+        self.temperature_ = checked.temperature
+        n_thr = len(checked.labels) if self.kind == "multilabel" else 1
+        thresholds = checked.thresholds
+        self.thresholds_ = (
+            np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
+        )
 
     # -- targets (heads.targets, the one encoding of labels) -------------------
 
@@ -57,9 +124,20 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         self._fit_indicator = False
         if self.kind != "multilabel":
             y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                warnings.warn(
+                    "A column-vector y was passed when a 1d array was expected. Please "
+                    "change the shape of y to (n_samples, ), for example using ravel().",
+                    DataConversionWarning,
+                    stacklevel=3,
+                )
+                y = y.ravel()
             if y.ndim != 1:
                 raise DataError(f"{self.kind} targets must be one label per row")
             y = y.tolist()
+            for i, value in enumerate(y):
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise DataError(f"label #{i} {label_problem(value)}")
         targets = learn_targets(self.kind, y)
         self.classes_ = np.asarray(targets.classes)
         return targets.y
@@ -119,6 +197,22 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
+        """Logits divided by the temperature (``raw=True``: before it); a binary head's one
+        column flattened."""
+        if not self.fitted:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
+        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
+        if X.shape[1] != self.n_features_in_:
+            raise DataError(
+                f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"
+            )
+        z = self._logits(X)
+        if self.kind == "binary":
+            z = z[:, 0]
+        return z if raw else z / np.float32(self.temperature_)
+
+    def _logits(self, X: Any) -> np.ndarray:
+        """The head's logits before the temperature (one column per output)."""
         raise NotImplementedError
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -147,6 +241,9 @@ class HeadBase(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # fit and predict take CSR matrices
+        if self.kind == "binary":
+            tags.classifier_tags.multi_class = False
         if self.kind == "multilabel":
             tags.target_tags.multi_output = True
         return tags

@@ -83,30 +83,17 @@ class LinearHead(HeadBase):
         tol: float = 1e-4,
         warm_start: bool = False,
     ) -> None:
-        self.kind = kind
-        self.C = C
-        self.class_weight = class_weight
-        self.calibrate = calibrate
-        self.thresholds = thresholds
-        self.max_iter = max_iter
-        self.tol = tol
+        self.kind, self.C, self.class_weight, self.calibrate = kind, C, class_weight, calibrate
+        self.thresholds, self.max_iter, self.tol = thresholds, max_iter, tol
         self.warm_start = warm_start
 
     # -- fitting -----------------------------------------------------------
 
     def check_params(self) -> None:
-        self._check_thresholds()
-        self._check_kind()
+        """Refuse (:class:`ConfigError`, naming the setting) a setting out of its range."""
+        self._check_common()
         if self.C != "auto" and (not isinstance(self.C, numbers.Real) or not self.C > 0):
             raise ConfigError(f"C must be a positive number or 'auto', got {self.C!r}")
-        if not (
-            self.class_weight is None
-            or self.class_weight == "balanced"
-            or isinstance(self.class_weight, dict)
-        ):
-            raise ConfigError(
-                f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
-            )
         if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
             raise ConfigError(f"max_iter must be a positive integer, got {self.max_iter!r}")
         if not isinstance(self.tol, numbers.Real) or not self.tol > 0:
@@ -125,14 +112,8 @@ class LinearHead(HeadBase):
 
         Without validation data the temperature stays 1 and thresholds 0.5.
         """
-        self.check_params()
         previous_classes = getattr(self, "classes_", None)
-        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
-        if len(y) != X.shape[0]:
-            raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        target = self._learn_targets(y)
-        if X.shape[0] == 0:
-            raise DataError("no training rows")
+        X, target = self._fit_start(X, y)
         warm = None
         if (
             self.warm_start
@@ -143,6 +124,8 @@ class LinearHead(HeadBase):
             warm = LinearSolution(self.coef_, self.intercept_, 0)
         self.n_features_in_ = X.shape[1]
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and not sw.any():
+            raise DataError("sample_weight must contain at least one non-zero weight")
         if self.kind == "multilabel":
             Y = target.astype(np.float64)
             pos_weight = self._label_weights(Y)
@@ -359,24 +342,8 @@ class LinearHead(HeadBase):
 
     # -- prediction --------------------------------------------------------
 
-    def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
-        """Logits divided by the temperature (``raw=True``: before it)."""
-        check_is_fitted(self, "coef_")
-        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(
-                f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"
-            )
-        z = X @ self.coef_.T + self.intercept_
-        if self.kind == "binary":
-            z = z[:, 0]
-        return z if raw else z / self.temperature_
-
-    @property
-    def n_outputs_(self) -> int:
-        """Columns this head contributes to a fused weight matrix."""
-        check_is_fitted(self, "coef_")
-        return int(self.coef_.shape[0])
+    def _logits(self, X: Any) -> np.ndarray:
+        return np.asarray(X @ self.coef_.T + self.intercept_)
 
 
 def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -384,12 +351,7 @@ def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarr
     check_is_fitted(head, "coef_")
     record = {
         "type": "linear",
-        "kind": head.kind,
-        "labels": head.classes_.tolist(),
-        "temperature": float(head.temperature_),
-        "thresholds": None
-        if head.kind == "multiclass"
-        else [float(t) for t in head.thresholds_.tolist()],
+        **head._record_fields(),
         "params": {
             "C": head.C if head.C == "auto" else float(head.C),
             "C_": float(head.C_),
@@ -413,7 +375,7 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
     if found != "linear":
         raise DataError(f"head record has type {found!r}, expected 'linear'")
     checked = check_record(record, tensors)
-    kind, labels, params = checked.kind, checked.labels, checked.params
+    kind, params = checked.kind, checked.params
     head = LinearHead(
         kind=kind,
         **{
@@ -430,18 +392,10 @@ def head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> 
     if isinstance(C_, bool) or not isinstance(C_, int | float) or not 0 < C_ < np.inf:
         raise DataError(f"linear head record has a bad parameter: C_ must be > 0, got {C_!r}")
     coef, intercept = checked.tensors["coef"], checked.tensors["intercept"]
-    head.classes_ = np.asarray(labels)
+    head._restore(checked)
     head.C_ = float(C_)
-    if kind == "multilabel":
-        head._fit_indicator = False
     head.coef_ = coef
     head.intercept_ = intercept
     head.n_features_in_ = int(coef.shape[1])
     head.n_iter_ = 0
-    head.temperature_ = checked.temperature
-    n_thr = len(labels) if kind == "multilabel" else 1
-    thresholds = checked.thresholds
-    head.thresholds_ = (
-        np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
-    )
     return head

@@ -152,25 +152,17 @@ class MLPHead(HeadBase):
         thresholds: str = "f1",
         random_state: int | None = 0,
     ) -> None:
-        self.kind = kind
-        self.hidden = hidden
-        self.dropout = dropout
-        self.lr = lr
-        self.weight_decay = weight_decay
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.batch_size = batch_size
-        self.validation_fraction = validation_fraction
-        self.class_weight = class_weight
-        self.calibrate = calibrate
-        self.thresholds = thresholds
+        self.kind, self.hidden, self.dropout, self.lr = kind, hidden, dropout, lr
+        self.weight_decay, self.max_epochs, self.patience = weight_decay, max_epochs, patience
+        self.batch_size, self.validation_fraction = batch_size, validation_fraction
+        self.class_weight, self.calibrate, self.thresholds = class_weight, calibrate, thresholds
         self.random_state = random_state
 
     # -- parameters and targets ----------------------------------------------
 
     def check_params(self) -> None:
-        self._check_thresholds()
-        self._check_kind()
+        """Refuse (:class:`ConfigError`, naming the setting) a setting out of its range."""
+        self._check_common()
         for name in ("hidden", "max_epochs", "patience", "batch_size"):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
@@ -186,14 +178,6 @@ class MLPHead(HeadBase):
         if not _is_real(self.validation_fraction) or not 0 <= self.validation_fraction < 1:
             raise ConfigError(
                 f"validation_fraction must be a number in [0, 1), got {self.validation_fraction!r}"
-            )
-        if not (
-            self.class_weight is None
-            or self.class_weight == "balanced"
-            or isinstance(self.class_weight, dict)
-        ):
-            raise ConfigError(
-                f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
             )
         if self.random_state is not None and (
             not _is_int(self.random_state) or not 0 <= self.random_state < 2**63
@@ -255,13 +239,7 @@ class MLPHead(HeadBase):
         are then fitted on the validation data; see ``validation_fraction`` for
         what happens without it. Needs torch.
         """
-        self.check_params()
-        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
-        if len(y) != X.shape[0]:
-            raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        target = self._learn_targets(y)
-        if X.shape[0] == 0:
-            raise DataError("no training rows")
+        X, target = self._fit_start(X, y)
         X = np.ascontiguousarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float32)
         self.n_features_in_ = X.shape[1]
         seed = (
@@ -418,28 +396,13 @@ class MLPHead(HeadBase):
 
     # -- prediction (numpy only) -----------------------------------------------
 
-    def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
-        """Logits divided by the temperature (``raw=True``: before it)."""
-        check_is_fitted(self, "W1_")
-        X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
-        if X.shape[1] != self.n_features_in_:
-            raise DataError(
-                f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"
-            )
+    def _logits(self, X: Any) -> np.ndarray:
         H = np.asarray(X @ self.W1_, dtype=np.float32)
         H += self.b1_
         np.maximum(H, 0, out=H)
         z = H @ self.W2_
         z += self.b2_
-        if self.kind == "binary":
-            z = z[:, 0]
-        return z if raw else z / np.float32(self.temperature_)
-
-    @property
-    def n_outputs_(self) -> int:
-        """Output units: 1 for binary, else the number of classes / labels."""
-        check_is_fitted(self, "W1_")
-        return int(self.W2_.shape[1])
+        return z
 
 
 def mlp_head_to_record(head: MLPHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -449,12 +412,7 @@ def mlp_head_to_record(head: MLPHead) -> tuple[dict[str, Any], dict[str, np.ndar
     params.pop("kind", None)
     record = {
         "type": "mlp",
-        "kind": head.kind,
-        "labels": head.classes_.tolist(),
-        "temperature": float(head.temperature_),
-        "thresholds": None
-        if head.kind == "multiclass"
-        else [float(t) for t in head.thresholds_.tolist()],
+        **head._record_fields(),
         "params": params,
         "n_epochs": int(head.n_epochs_),
         "best_epoch": int(head.best_epoch_),
@@ -487,9 +445,7 @@ def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray])
             f"b2 {b2.shape}; expected (d, h), (h,), (h, {W2.shape[1]}), ({W2.shape[1]},) "
             f"for a {kind} head with {len(labels)} labels and hidden={params['hidden']}"
         )
-    head.classes_ = np.asarray(labels)
-    if kind == "multilabel":
-        head._fit_indicator = False
+    head._restore(checked)
     head.W1_, head.b1_, head.W2_, head.b2_ = W1, b1, W2, b2
     head.n_features_in_ = int(W1.shape[0])
     for key in ("n_epochs", "best_epoch"):
@@ -498,10 +454,4 @@ def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray])
             raise DataError(f"MLP head record: {key!r} must be an integer >= 0, got {value!r}")
     head.n_epochs_ = int(record.get("n_epochs", 0))
     head.best_epoch_ = int(record.get("best_epoch", 0))
-    head.temperature_ = checked.temperature
-    n_thr = len(labels) if kind == "multilabel" else 1
-    thresholds = checked.thresholds
-    head.thresholds_ = (
-        np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
-    )
     return head

@@ -56,9 +56,7 @@ def fit_softmax(
     lam = 1.0 / (C * total)
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
-        W64 = w[: d * K].reshape(d, K)
-        Z = X @ W64.astype(np.float32)
-        Z += w[d * K :].astype(np.float32)
+        W64, Z = _logits(X, w, d, K)
         Z -= Z.max(axis=1, keepdims=True)
         z_true = Z[rows, y].copy()
         np.exp(Z, out=Z)
@@ -67,10 +65,7 @@ def fit_softmax(
         Z /= s[:, None]
         Z[rows, y] -= 1.0
         Z *= scale[:, None]
-        grad = np.empty_like(w)
-        grad[: d * K] = (XT @ Z + lam * W64).ravel()
-        grad[d * K :] = Z.sum(axis=0)
-        return loss + 0.5 * lam * float(np.dot(w[: d * K], w[: d * K])), grad
+        return _penalised(w, W64, XT, Z, loss, lam)
 
     return _run(objective, d, K, warm_start, max_iter, tol)
 
@@ -97,9 +92,7 @@ def fit_sigmoid(
     lam = 1.0 / (C * total)
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
-        W64 = w[: d * K].reshape(d, K)
-        Z = X @ W64.astype(np.float32)
-        Z += w[d * K :].astype(np.float32)
+        W64, Z = _logits(X, w, d, K)
         # loss = softplus(z) - y * z ; gradient = sigmoid(z) - y
         loss = float((weights * (np.logaddexp(0.0, Z) - Yf * Z)).sum())
         G = np.negative(Z, out=Z)
@@ -108,12 +101,29 @@ def fit_sigmoid(
         np.reciprocal(G, out=G)
         G -= Yf
         G *= weights
-        grad = np.empty_like(w)
-        grad[: d * K] = (XT @ G + lam * W64).ravel()
-        grad[d * K :] = G.sum(axis=0)
-        return loss + 0.5 * lam * float(np.dot(w[: d * K], w[: d * K])), grad
+        return _penalised(w, W64, XT, G, loss, lam)
 
     return _run(objective, d, K, warm_start, max_iter, tol)
+
+
+def _logits(X: Any, w: np.ndarray, d: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """The weights as a (d, K) float64 view of ``w`` and the float32 logits ``X W + b``."""
+    W64 = w[: d * K].reshape(d, K)
+    Z = np.asarray(X @ W64.astype(np.float32))
+    Z += w[d * K :].astype(np.float32)
+    return W64, Z
+
+
+def _penalised(
+    w: np.ndarray, W64: np.ndarray, XT: Any, G: np.ndarray, loss: float, lam: float
+) -> tuple[float, np.ndarray]:
+    """The objective and its gradient: ``loss`` plus the L2 penalty on the weights (not
+    the intercepts); ``G``: the loss's gradient in the logits."""
+    d, K = W64.shape
+    grad = np.empty_like(w)
+    grad[: d * K] = (XT @ G + lam * W64).ravel()
+    grad[d * K :] = G.sum(axis=0)
+    return loss + 0.5 * lam * float(np.dot(w[: d * K], w[: d * K])), grad
 
 
 def _prepare(

@@ -28,7 +28,10 @@ from .options import (
 )
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from ..train import ByteTrainSummary, FinetuneSummary, HeadSummary
+    from ..train.finetune import TuneOptions
 
 __all__ = ["TrainReport", "finetune_file", "train_file", "train_report"]
 
@@ -220,17 +223,12 @@ def finetune_file(
     text_field: str = "text",
     group_field: str | None = None,
     label_sep: str = ",",
-    epochs: int = 2,
-    max_length: int = 128,
-    batch_size: int = 16,
-    lr: float = 2e-5,
-    holdout: float = 0.2,
-    seed: int = 0,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
-    progress: bool = False,
+    **options: Unpack[TuneOptions],
 ) -> FinetuneSummary:
-    """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save."""
+    """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save
+    (``options``: how the trunk is tuned, see ``Bundle.finetune``)."""
     specs = task_specs(tasks)
     dataset = read_tasks(data, specs, text_field, group_field, label_sep)
     folder = bundle_folder(bundle_path)
@@ -247,13 +245,7 @@ def finetune_file(
             bundle_path,
             groups=dataset.groups,
             fields={s.name: s.field for s in specs},
-            epochs=epochs,
-            max_length=max_length,
-            batch_size=batch_size,
-            lr=lr,
-            holdout=holdout,
-            seed=seed,
-            progress=progress,
+            **options,
         )
         bundle.save(bundle_path)
     return summary

@@ -29,30 +29,24 @@ class ServiceMetrics:
             ["method", "route", "status"],
             registry=r,
         )
-        self.latency = prom.Histogram(
+
+        def histogram(name: str, doc: str, buckets: tuple, labels: tuple = ()) -> Any:
+            return prom.Histogram(name, doc, list(labels), buckets=buckets, registry=r)
+
+        self.latency = histogram(
             "manyheads_request_seconds",
             "Time to answer an HTTP request",
-            ["method", "route"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            LATENCY_BUCKETS,
+            ("method", "route"),
         )
-        self.batch_texts = prom.Histogram(
-            "manyheads_batch_texts",
-            "Texts per trunk pass (after micro-batching)",
-            buckets=BATCH_BUCKETS,
-            registry=r,
+        self.batch_texts = histogram(
+            "manyheads_batch_texts", "Texts per trunk pass (after micro-batching)", BATCH_BUCKETS
         )
-        self.batch_requests = prom.Histogram(
-            "manyheads_batch_requests",
-            "Requests merged into one trunk pass",
-            buckets=BATCH_BUCKETS,
-            registry=r,
+        self.batch_requests = histogram(
+            "manyheads_batch_requests", "Requests merged into one trunk pass", BATCH_BUCKETS
         )
-        self.batch_seconds = prom.Histogram(
-            "manyheads_batch_seconds",
-            "Time of one trunk pass with every head",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+        self.batch_seconds = histogram(
+            "manyheads_batch_seconds", "Time of one trunk pass with every head", LATENCY_BUCKETS
         )
         self.texts = prom.Counter("manyheads_texts", "Texts classified", registry=r)
         self.labels = prom.Counter(

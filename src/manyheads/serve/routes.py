@@ -145,36 +145,26 @@ def _unknown_head(heads: list[str], known: Any) -> HTTPError | None:
     )
 
 
-@router.get("/", include_in_schema=False)
 async def playground() -> Any:
     page = resources.files(__package__).joinpath("playground.html").read_text("utf-8")
     return HTMLResponse(page)
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: trunk loaded and warmed", responses=ERRORS)
 async def readyz(request: Request) -> Any:
     bundle = _ready(_service(request))
     return {"status": "ready", "heads": list(bundle.heads)}
 
 
-@router.get("/metrics", summary="Prometheus metrics", responses=ERRORS)
 async def metrics(request: Request) -> Any:
     _need_key(request, write=False)
     body, content_type = _service(request).metrics.render()
     return Response(body, media_type=content_type)
 
 
-@router.get(
-    "/v1/heads",
-    summary="Heads: names, kinds, labels, validation metrics",
-    response_model=schemas.HeadsResponse,
-    responses=ERRORS,
-)
 async def list_heads(request: Request) -> Any:
     _need_key(request, write=False)
     bundle = _ready(_service(request))
@@ -191,12 +181,6 @@ async def list_heads(request: Request) -> Any:
     }
 
 
-@router.get(
-    "/v1/heads/{name}",
-    summary="One head as JSON record + base64 safetensors (the body PUT takes)",
-    response_model=schemas.HeadPayload,
-    responses=ERRORS,
-)
 async def get_head(name: str, request: Request) -> Any:
     _need_key(request, write=False)
     bundle = _ready(_service(request))
@@ -207,13 +191,6 @@ async def get_head(name: str, request: Request) -> Any:
     return head_to_json(record, tensors)
 
 
-@router.put(
-    "/v1/heads/{name}",
-    summary="Install a head trained elsewhere (same trunk fingerprint)",
-    response_model=schemas.HeadChange,
-    responses=ERRORS,
-    openapi_extra=_body_schema(schemas.HeadPayload),
-)
 async def put_head(name: str, request: Request) -> Any:
     body = await _write_body(request)
     doc = (
@@ -229,12 +206,6 @@ async def put_head(name: str, request: Request) -> Any:
     return {"name": name, "action": "put", "heads": list(service.bundle.heads)}
 
 
-@router.delete(
-    "/v1/heads/{name}",
-    summary="Remove a head",
-    response_model=schemas.HeadChange,
-    responses=ERRORS,
-)
 async def delete_head(name: str, request: Request) -> Any:
     await _write_body(request)
     service = _service(request)
@@ -242,13 +213,6 @@ async def delete_head(name: str, request: Request) -> Any:
     return {"name": name, "action": "delete", "heads": list(service.bundle.heads)}
 
 
-@router.post(
-    "/v1/heads/{name}/train",
-    summary="Train (or replace) a head from texts and labels",
-    response_model=schemas.TrainResponse,
-    responses=ERRORS,
-    openapi_extra=_body_schema(schemas.TrainRequest),
-)
 async def train_head(name: str, request: Request) -> Any:
     service = _service(request)
     config = service.config
@@ -275,13 +239,6 @@ async def train_head(name: str, request: Request) -> Any:
     }
 
 
-@router.post(
-    "/v1/predict",
-    summary="Every head's answer (or a subset's) for each text, from one trunk pass",
-    response_model=schemas.PredictResponse,
-    responses=ERRORS,
-    openapi_extra=_body_schema(schemas.PredictRequest),
-)
 async def predict(request: Request) -> Any:
     service = _service(request)
     config = service.config
@@ -309,3 +266,59 @@ async def predict(request: Request) -> Any:
             raise unknown
         answers = [{h: a[h] for h in heads} for a in answers]
     return JSONResponse({"results": answers, "seconds": round(time.perf_counter() - t0, 6)})
+
+
+def _route(method: str, path: str, endpoint: Any, summary: str, *models: Any) -> None:
+    """Register ``endpoint``: ``models``, its answer's model and its body's."""
+    options: dict[str, Any] = {"summary": summary, "responses": ERRORS}
+    model, body = (*models, None, None)[:2]
+    if model is not None:
+        options["response_model"] = model
+    if body is not None:
+        options["openapi_extra"] = _body_schema(body)
+    router.add_api_route(path, endpoint, methods=[method], **options)
+
+
+router.add_api_route("/", playground, methods=["GET"], include_in_schema=False)
+router.add_api_route("/healthz", healthz, methods=["GET"], summary="Liveness: the process answers")
+_route("GET", "/readyz", readyz, "Readiness: trunk loaded and warmed")
+_route("GET", "/metrics", metrics, "Prometheus metrics")
+_route(
+    "GET",
+    "/v1/heads",
+    list_heads,
+    "Heads: names, kinds, labels, validation metrics",
+    schemas.HeadsResponse,
+)
+_route(
+    "GET",
+    "/v1/heads/{name}",
+    get_head,
+    "One head as JSON record + base64 safetensors (the body PUT takes)",
+    schemas.HeadPayload,
+)
+_route(
+    "PUT",
+    "/v1/heads/{name}",
+    put_head,
+    "Install a head trained elsewhere (same trunk fingerprint)",
+    schemas.HeadChange,
+    schemas.HeadPayload,
+)
+_route("DELETE", "/v1/heads/{name}", delete_head, "Remove a head", schemas.HeadChange)
+_route(
+    "POST",
+    "/v1/heads/{name}/train",
+    train_head,
+    "Train (or replace) a head from texts and labels",
+    schemas.TrainResponse,
+    schemas.TrainRequest,
+)
+_route(
+    "POST",
+    "/v1/predict",
+    predict,
+    "Every head's answer (or a subset's) for each text, from one trunk pass",
+    schemas.PredictResponse,
+    schemas.PredictRequest,
+)

@@ -6,9 +6,10 @@ and whose message says how."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     StrictInt,
@@ -64,15 +65,17 @@ def _valid_unicode(values: list[Any], field: str) -> None:
             raise PydanticCustomError(code, f"'{field}' #{i} {problem}")
 
 
-class PredictRequest(BaseModel):
-    texts: list[StrictStr] = Field(description="Texts to classify (1 to max_texts).")
-    heads: list[StrictStr] | None = Field(None, description="Subset of heads (default: all).")
+def _valid_texts(texts: list[str]) -> list[str]:
+    _valid_unicode(texts, "texts")
+    return texts
 
-    @field_validator("texts")
-    @classmethod
-    def _texts(cls, texts: list[str]) -> list[str]:
-        _valid_unicode(texts, "texts")
-        return texts
+
+Texts = Annotated[list[StrictStr], AfterValidator(_valid_texts)]
+
+
+class PredictRequest(BaseModel):
+    texts: Texts = Field(description="Texts to classify (1 to max_texts).")
+    heads: list[StrictStr] | None = Field(None, description="Subset of heads (default: all).")
 
     @field_validator("heads")
     @classmethod
@@ -91,19 +94,13 @@ class PredictResponse(BaseModel):
 
 
 class TrainRequest(BaseModel):
-    texts: list[StrictStr]
+    texts: Texts
     labels: list[Any] = Field(description="One per text; a list of labels for multilabel.")
     kind: Literal["multiclass", "binary", "multilabel"] = "multiclass"
     head: Literal["linear", "mlp", "auto"] = "linear"
     groups: list[StrictStr | StrictInt] | None = Field(
         None, description="Group of each text (kept together in the validation split)."
     )
-
-    @field_validator("texts")
-    @classmethod
-    def _texts(cls, texts: list[str]) -> list[str]:
-        _valid_unicode(texts, "texts")
-        return texts
 
     @field_validator("groups")
     @classmethod
@@ -122,14 +119,14 @@ class TrainRequest(BaseModel):
 
 
 class TrainResponse(BaseModel):
-    name: str
-    kind: str
-    n_classes: int
-    n_train: int
-    n_val: int
-    metrics: dict[str, Any]
-    seconds: float
-    replaced: bool
+    name: str = Field(description="The head trained.")
+    kind: str = Field(description="multiclass, binary or multilabel.")
+    n_classes: int = Field(description="Its classes (labels).")
+    n_train: int = Field(description="Rows it was fitted on.")
+    n_val: int = Field(description="Rows it was calibrated and scored on.")
+    metrics: dict[str, Any] = Field(description="Validation accuracy, F1s, ECE, ...")
+    seconds: float = Field(description="Embedding and fitting time.")
+    replaced: bool = Field(description="Whether a head of that name was replaced.")
 
 
 class HeadPayload(BaseModel):

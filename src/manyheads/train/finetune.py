@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -26,12 +26,33 @@ if TYPE_CHECKING:
     from ..bundle import Bundle
 
 __all__ = [
+    "FinetuneOptions",
     "FinetuneReport",
     "FinetuneSummary",
+    "TuneOptions",
     "finetune_bundle",
     "finetune_transformer",
     "training_embeddings",
 ]
+
+
+class TuneOptions(TypedDict, total=False):
+    """How the trunk is fine-tuned (:func:`finetune_bundle`'s options but the data's)."""
+
+    epochs: int
+    max_length: int
+    batch_size: int
+    lr: float
+    holdout: float
+    seed: int
+    progress: bool
+
+
+class FinetuneOptions(TuneOptions, total=False):
+    """The options of :func:`finetune_bundle` (and ``Bundle.finetune``), by name."""
+
+    groups: Sequence[Any] | None
+    fields: Mapping[str, str] | None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,7 +29,25 @@ if TYPE_CHECKING:
     from ..heads import AnyHead
     from ..trunks import Features
 
-__all__ = ["HeadSummary", "fit_head", "split"]
+__all__ = ["FitOptions", "HeadSummary", "fit_head", "split"]
+
+
+class FitOptions(TypedDict, total=False):
+    """The options of :func:`fit_head` (and ``Bundle.fit_head``), by name."""
+
+    groups: Sequence[Any] | None
+    val_texts: Sequence[str] | None
+    val_labels: Sequence[Any] | None
+    val_fraction: float
+    refit: bool | None
+    field: str | None
+    C: float | str
+    class_weight: str | dict[Any, float] | None
+    head: str
+    thresholds: str
+    keep_data: bool
+    seed: int
+    progress: bool
 
 
 @dataclass(frozen=True)

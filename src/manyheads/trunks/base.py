@@ -84,6 +84,8 @@ class TrunkBase:
     """
 
     _name: str
+    _dim: int
+    _fingerprint: str
 
     @property
     def name(self) -> str:
@@ -92,11 +94,13 @@ class TrunkBase:
 
     @property
     def dim(self) -> int:
-        raise NotImplementedError
+        """Width of the vectors."""
+        return self._dim
 
     @property
     def fingerprint(self) -> str:
-        raise NotImplementedError
+        """Hash of the weights and of every setting that changes the vectors."""
+        return self._fingerprint
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
@@ -166,15 +170,7 @@ class TrunkAdapter(TrunkBase):
 
     def __init__(self, trunk: Trunk) -> None:
         self.trunk = trunk
-        self._name = trunk.name
-
-    @property
-    def dim(self) -> int:
-        return int(self.trunk.dim)
-
-    @property
-    def fingerprint(self) -> str:
-        return self.trunk.fingerprint
+        self._name, self._dim, self._fingerprint = trunk.name, int(trunk.dim), trunk.fingerprint
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
@@ -186,6 +182,15 @@ class TrunkAdapter(TrunkBase):
 
     def __repr__(self) -> str:
         return repr(self.trunk)
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (hex), read a piece at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:

@@ -83,7 +83,7 @@ class HashingTrunk(TrunkBase):
             dtype=np.float32,
         )
         self.idf_: np.ndarray | None = None
-        self._fingerprint: str | None = None
+        self._hashed: str | None = None  # the fingerprint, worked out on first use
         self._preset: str | None = None  # the name, worked out on first use
 
     @property
@@ -128,7 +128,7 @@ class HashingTrunk(TrunkBase):
             df += np.diff(m.indptr)  # documents per bucket
         n = len(texts)
         self.idf_ = (np.log((1.0 + n) / (1.0 + df)) + 1.0).astype(np.float32)
-        self._fingerprint = None
+        self._hashed = None
         return self
 
     def state(self) -> dict[str, np.ndarray]:
@@ -145,20 +145,16 @@ class HashingTrunk(TrunkBase):
                 f"hashing trunk state needs an 'idf' vector of shape ({self._dim},), got {shape}"
             )
         self.idf_ = np.asarray(idf, dtype=np.float32)
-        self._fingerprint = None
+        self._hashed = None
 
     # -- protocol ----------------------------------------------------------
 
     @property
-    def dim(self) -> int:
-        return self._dim
-
-    @property
     def fingerprint(self) -> str:
-        if self._fingerprint is None:
+        if self._hashed is None:
             extra = [] if self.idf_ is None else [hashlib.sha256(self.idf_.tobytes()).digest()]
-            self._fingerprint = config_fingerprint("hashing", self._config(), *extra)
-        return self._fingerprint
+            self._hashed = config_fingerprint("hashing", self._config(), *extra)
+        return self._hashed
 
     def spec(self) -> dict[str, Any]:
         return {"type": "hashing", **self._config()}

@@ -127,14 +127,6 @@ def open_session(
         raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
     """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
     ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
@@ -241,14 +233,6 @@ class OnnxTrunk(TrunkBase):
         self._side = SideBySide("manyheads-onnx")  # the threads of spread "texts"
 
     # -- protocol ----------------------------------------------------------
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    @property
-    def fingerprint(self) -> str:
-        return self._fingerprint
 
     @property
     def cache_key(self) -> str:

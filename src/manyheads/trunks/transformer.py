@@ -13,7 +13,6 @@ Batches are sorted by length so little padding is computed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,21 +21,26 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
-from .base import TrunkBase, check_texts, config_fingerprint, l2_normalise, load_tokenizer_file
+from .base import (
+    TrunkBase,
+    check_texts,
+    config_fingerprint,
+    file_sha256,
+    l2_normalise,
+    load_tokenizer_file,
+)
 from .windows import special_span, token_windows
 
 __all__ = ["TransformerTrunk", "minilm_path", "special_span"]
 
 _VERSION = 1
+
+
+def _digest(path: Path) -> bytes:
+    return bytes.fromhex(file_sha256(path))
+
+
 _POOLING_MODES = ("mean", "cls", "max")
-
-
-def _file_digest(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.digest()
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -129,11 +133,11 @@ class TransformerTrunk(TrunkBase):
         if self._dim <= 0:
             raise ManyheadsError(f"{model_dir / 'config.json'} does not say the hidden size")
         self._tokenizer = self._load_tokenizer(model_dir)
-        digests = [_file_digest(p) for p in self._weights]
+        digests = [_digest(p) for p in self._weights]
         tok_file = model_dir / "tokenizer.json"
         if tok_file.is_file():
-            digests.append(_file_digest(tok_file))
-        digests.append(_file_digest(model_dir / "config.json"))
+            digests.append(_digest(tok_file))
+        digests.append(_digest(model_dir / "config.json"))
         self._fingerprint = config_fingerprint("transformer", self._config(), *digests)
         self._model: Any = None
 
@@ -194,14 +198,6 @@ class TransformerTrunk(TrunkBase):
         return self._model
 
     # -- protocol ----------------------------------------------------------
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    @property
-    def fingerprint(self) -> str:
-        return self._fingerprint
 
     def spec(self) -> dict[str, Any]:
         if self._registered:

@@ -51,7 +51,7 @@ class ByteTrunk(TrunkBase):
             raise ConfigError(
                 f"byte trunk tier must be one of {list(self.config.dims)}, got {tier!r}"
             )
-        self._tier = int(tier)
+        self._dim = int(tier)  # the tier: a vector's first `tier` numbers
         self.batch_size = int(batch_size)
         self._state: dict[str, np.ndarray] = {}
         self._module: Any = None
@@ -59,7 +59,7 @@ class ByteTrunk(TrunkBase):
         self._session: Any = None
         self._session_spread = self.spread  # the spread the session was opened for
         self._side = SideBySide("manyheads-byte")  # the threads of spread "batches"
-        self._fingerprint: str | None = None
+        self._hashed: str | None = None
         # the ONNX graph of these weights (a file in ``folder``), if written
         self.graph, self.graph_sha256 = graph, graph_sha256
         self.folder = Path(folder) if folder is not None else None
@@ -70,11 +70,7 @@ class ByteTrunk(TrunkBase):
 
     @property
     def tier(self) -> int:
-        return self._tier
-
-    @property
-    def dim(self) -> int:
-        return self._tier
+        return self._dim
 
     def _weights(self) -> dict[str, np.ndarray]:
         """The weights: as given, else read once from the graph's initializers (a bundle
@@ -108,15 +104,15 @@ class ByteTrunk(TrunkBase):
 
     @property
     def fingerprint(self) -> str:
-        if self._fingerprint is None:
+        if self._hashed is None:
             state = self._weights()
             h = hashlib.sha256()
             for key in sorted(state):
                 h.update(key.encode())
                 h.update(np.ascontiguousarray(state[key]).tobytes())
             extra = {**self.config.to_json(), "tier": self.tier}
-            self._fingerprint = config_fingerprint("byte", extra, h.digest())
-        return self._fingerprint
+            self._hashed = config_fingerprint("byte", extra, h.digest())
+        return self._hashed
 
     def spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"type": "byte", "config": self.config.to_json(), "tier": self.tier}
@@ -149,7 +145,7 @@ class ByteTrunk(TrunkBase):
         self._held_by = None
         self._module = None
         self._session = None
-        self._fingerprint = None
+        self._hashed = None
 
     def with_tier(self, tier: int) -> ByteTrunk:
         """The same weights serving another nested dimension (same graph, batch size

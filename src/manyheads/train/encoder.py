@@ -1,0 +1,141 @@
+"""The transformer as fine-tuning trains it: the trunk's own tokenizer, pooling and L2
+normalisation, each text truncated to ``max_length`` tokens (special tokens kept), so
+the task layers see the vectors the heads fitted later will see."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._progress import transformers_bars
+from ..errors import ConfigError, ManyheadsError, require
+from ..trunks.base import check_texts
+from ..trunks.transformer import TransformerTrunk, sentence_transformers_settings, special_span
+
+__all__ = ["TrainingEncoder", "positive_float", "positive_int", "training_embeddings"]
+
+
+def positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ConfigError(f"{name} must be {what}, got {value!r}")
+    return int(value)
+
+
+def positive_float(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+class TrainingEncoder:
+    """Tokenizer + transformer + pooling + L2 normalisation, as TransformerTrunk does it."""
+
+    def __init__(self, model_dir: str | Path, *, max_length: int, pooling: str | None) -> None:
+        self.torch = require("torch", "transformers")
+        transformers = require("transformers", "transformers")
+        # TransformerTrunk validates the folder and resolves pooling, window and tokenizer
+        self.trunk = TransformerTrunk(model_dir, pooling=pooling)
+        self.root = self.trunk.path
+        self.model_dir, self.st_pooling, _ = sentence_transformers_settings(self.root)
+        self.pooling = self.trunk.pooling
+        positions = int(
+            json.loads((self.model_dir / "config.json").read_text(encoding="utf-8")).get(
+                "max_position_embeddings", 512
+            )
+        )
+        self.max_length = min(max_length, positions)
+        self.tokenizer = self.trunk.tokenizer
+        try:
+            model = transformers.AutoModel.from_pretrained(
+                str(self.model_dir), local_files_only=True, use_safetensors=True
+            )
+        except (OSError, ValueError) as exc:
+            raise ManyheadsError(f"cannot load the model in {self.model_dir}: {exc}") from exc
+        self.model = model.float().to("cpu")
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text, truncated to ``max_length`` with special tokens kept."""
+        limit = self.max_length
+        out: list[list[int]] = []
+        for enc in self.tokenizer.encode_batch(texts, add_special_tokens=True):
+            ids = list(enc.ids)
+            if len(ids) > limit:
+                head, tail = special_span(enc)
+                width = limit - head - (len(ids) - tail)
+                if width < 1:
+                    raise ConfigError(
+                        f"max_length {limit} leaves no room for text between the special tokens"
+                    )
+                ids = ids[:head] + ids[head : head + width] + ids[tail:]
+            out.append(ids)
+        return out
+
+    def embed(self, batch: list[list[int]]) -> Any:
+        """Pooled, L2-normalised embeddings (a torch tensor) of a batch of token id lists."""
+        torch = self.torch
+        width = max(len(ids) for ids in batch)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, seq in enumerate(batch):
+            ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+            mask[row, : len(seq)] = 1
+        hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            if self.pooling == "max":
+                pooled = hidden.masked_fill(m == 0, float("-inf")).max(dim=1).values
+            else:
+                pooled = (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2.0, dim=1, eps=1e-12)
+
+    def embed_all(self, ids: list[list[int]], batch_size: int) -> Any:
+        """Embeddings of every text in eval mode, without gradients (batched by length)."""
+        torch = self.torch
+        was_training = self.model.training
+        self.model.eval()
+        out = torch.zeros((len(ids), self.trunk.dim), dtype=torch.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                out[idx] = self.embed([ids[i] for i in idx]).float()
+        self.model.train(was_training)
+        return out
+
+
+def training_embeddings(
+    model_dir: str | Path,
+    texts: Sequence[str],
+    *,
+    max_length: int = 128,
+    pooling: str | None = None,
+    batch_size: int = 64,
+) -> np.ndarray:
+    """Embeddings as the fine-tuning code computes them (eval mode, texts truncated).
+
+    The same pooling and L2 normalisation as :class:`TransformerTrunk`; for texts
+    of at most ``max_length`` tokens the result equals ``TransformerTrunk(model_dir)``'s.
+    """
+    texts = check_texts(texts)
+    max_length = positive_int("max_length", max_length)
+    batch_size = positive_int("batch_size", batch_size)
+    with transformers_bars(False):
+        encoder = TrainingEncoder(model_dir, max_length=max_length, pooling=pooling)
+    if not texts:
+        return np.zeros((0, encoder.trunk.dim), dtype=np.float32)
+    vectors = encoder.embed_all(encoder.token_ids(texts), batch_size)
+    return np.asarray(vectors.numpy(), dtype=np.float32)
