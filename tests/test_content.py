@@ -88,6 +88,21 @@ def test_obvious_answers(content):
     assert "private_key" in got[4]["risk"]["labels"]
 
 
+def test_texts_without_natural_language_answer_zxx(content):
+    texts = [
+        "SELECT * FROM users;",
+        '{"id": 12, "name": "widget", "tags": ["a", "b"]}',
+        "name: build\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n",
+        "import os\nprint(os.getcwd())",
+        "Der schnelle braune Fuchs springt über den faulen Hund.",
+    ]
+    got = content.predict(texts)
+    assert [g["language"]["label"] for g in got] == [cd.ZXX] * 4 + ["de"]
+    assert (got[0]["kind"]["label"], got[0]["code_language"]["label"]) == ("code", "sql")
+    assert got[2]["kind"]["label"] == "config"
+    assert cd.ZXX in content.labels("language")
+
+
 # ------------------------------------------------------------------ labelling code
 def test_generated_secrets_match_the_patterns_that_label_real_text():
     rng = random.Random(0)
