@@ -8,8 +8,6 @@ copies), ``graph`` (an exported bundle's graph holding its heads), ``pieces``
 (long texts read in pieces).
 """
 
-from typing import Any
-
 from ..heads.kinds import check_head_name
 from ..heads.record import HeadLimits
 from .builtin import (
@@ -33,9 +31,7 @@ __all__ = [
     "HEADS_FILE",
     "TIERS_DIR",
     "Bundle",
-    "FinetuneSummary",
     "HeadLimits",
-    "HeadSummary",
     "builtin_root",
     "bundle_folder",
     "bundle_tiers",
@@ -45,12 +41,3 @@ __all__ = [
     "has_bundle",
     "split_text",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # what training reports: defined with the training code, imported on first use
-    if name in ("HeadSummary", "FinetuneSummary"):
-        from .. import train
-
-        return getattr(train, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

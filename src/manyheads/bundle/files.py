@@ -39,8 +39,9 @@ from .store import (
 )
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from ..cache import EmbeddingCache
-    from .core import Bundle
 
 __all__ = ["BundleFolder"]
 
@@ -99,7 +100,7 @@ class BundleFolder:
             return [] if self.tier is None else [self.tier]
         return bundle_tiers(self.path)
 
-    def tier_bundles(self) -> dict[int, Bundle]:
+    def tier_bundles(self) -> dict[int, Self]:
         """``{tier: bundle}`` of this saved byte bundle's other tiers (``tiers/<dim>/``),
         loaded with this bundle's cache."""
         if self.path is None:
@@ -110,7 +111,7 @@ class BundleFolder:
             if t != self.tier
         }
 
-    def save_tiers(self, tiers: Mapping[int, Bundle]) -> dict[int, Path]:
+    def save_tiers(self, tiers: Mapping[int, Self]) -> dict[int, Path]:
         """Save bundles of this byte bundle's trunk at other tiers as its sub-bundles
         (``tiers/<dim>/`` of the folder this bundle was saved to); they use this
         bundle's ONNX graph file and trunk weights (its ``heads.safetensors``)
@@ -341,7 +342,7 @@ class BundleFolder:
         trunk: Trunk | None = None,
         tier: int | None = None,
         limits: HeadLimits | None = None,
-    ) -> Bundle:
+    ) -> Self:
         """Load a bundle folder. The trunk is built on first use (or given as ``trunk``).
 
         ``path`` may also name a built-in bundle (``"content"``), see

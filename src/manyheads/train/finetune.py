@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -19,11 +19,12 @@ from ..heads.linear import LinearHead
 from ..trunks import CompositeTrunk, TransformerTrunk
 from ..trunks.base import TrunkBase, check_texts
 from ..trunks.onnxrt import OnnxTrunk
-from .fit import HeadSummary, split
+from .fit import FitOptions, HeadSet, HeadSummary, split
 from .lpft import FinetuneReport, finetune_transformer, training_embeddings
 
 if TYPE_CHECKING:
-    from ..bundle import Bundle
+    from pathlib import Path as _Path
+    from typing import Unpack
 
 __all__ = [
     "FinetuneOptions",
@@ -55,6 +56,34 @@ class FinetuneOptions(TuneOptions, total=False):
     fields: Mapping[str, str] | None
 
 
+class TunableBundle(HeadSet, Protocol):
+    """What fine-tuning needs of the bundle whose trunk it tunes (a ``Bundle``)."""
+
+    path: _Path | None
+
+    @property
+    def trunk(self) -> TrunkBase: ...
+
+    @property
+    def trunk_name(self) -> str: ...
+
+    @property
+    def head_info(self) -> Mapping[str, dict[str, Any]]: ...
+
+    def training_data(self, name: str) -> tuple[list[str], list[Any], Any] | None: ...
+
+    def replace_trunk(self, trunk: TrunkBase, spec: dict[str, Any]) -> None: ...
+
+    def fit_head(
+        self,
+        name: str,
+        texts: Sequence[str],
+        labels: Sequence[Any],
+        kind: str = "multiclass",
+        **options: Unpack[FitOptions],
+    ) -> HeadSummary: ...
+
+
 @dataclass(frozen=True)
 class FinetuneSummary:
     """What :meth:`Bundle.finetune` reports: the fine-tuning run, each refitted head,
@@ -66,7 +95,7 @@ class FinetuneSummary:
 
 
 def finetune_bundle(
-    bundle: Bundle,
+    bundle: TunableBundle,
     texts: Sequence[str],
     tasks: Mapping[str, tuple[str, Sequence[Any]]],
     folder: str | os.PathLike[str],

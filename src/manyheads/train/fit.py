@@ -8,10 +8,10 @@ no pass over the texts.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 import scipy.sparse as sp
@@ -25,11 +25,41 @@ from ..heads.linear import LinearHead
 from ..trunks.base import check_texts
 
 if TYPE_CHECKING:
-    from ..bundle import Bundle
     from ..heads import AnyHead
+    from ..heads.record import HeadLimits
     from ..trunks import Features
 
-__all__ = ["FitOptions", "HeadSummary", "fit_head", "split"]
+__all__ = ["FitOptions", "HeadSet", "HeadSummary", "fit_head", "split"]
+
+
+class HeadSet(Protocol):
+    """What fitting a head needs of the bundle it goes into (a ``Bundle``)."""
+
+    limits: HeadLimits
+
+    @property
+    def heads(self) -> Mapping[str, Any]: ...
+
+    @property
+    def trunk_needs_fit(self) -> bool: ...
+
+    @property
+    def trunk_fingerprint(self) -> str: ...
+
+    def fit_trunk(self, texts: Sequence[str]) -> None: ...
+
+    def embed(
+        self, texts: Sequence[str], *, use_cache: bool = True, progress: bool = False
+    ) -> Features: ...
+
+    def add_head(
+        self,
+        name: str,
+        head: AnyHead,
+        *,
+        info: dict[str, Any] | None = None,
+        data: tuple[list[str], list[Any], list[Any] | None] | None = None,
+    ) -> None: ...
 
 
 class FitOptions(TypedDict, total=False):
@@ -106,7 +136,7 @@ def _dense(X: Any) -> np.ndarray:
 
 
 def fit_head(
-    bundle: Bundle,
+    bundle: HeadSet,
     name: str,
     texts: Sequence[str],
     labels: Sequence[Any],
