@@ -50,6 +50,22 @@ def test_heads_and_labels(content):
     assert content.trunk_name == "byte" or content.trunk.__class__.__name__ == "ByteTrunk"
 
 
+def test_predict_keeps_the_scores_asked_for(content):
+    texts = ["def f(): pass", "", "Hallo Welt, wie geht es dir?", 'token = "hunter2-Prod!"']
+    whole = content.predict(texts)
+    top = content.predict(texts, scores="top")
+    none = content.predict(texts, scores="none")
+    for one, best, bare in zip(whole, top, none, strict=True):
+        for head, answer in one.items():
+            ranked = sorted(answer["scores"].items(), key=lambda kv: -kv[1])[:5]
+            assert list(best[head]["scores"].items()) == ranked  # highest first
+            assert bare[head] == {k: v for k, v in answer.items() if k != "scores"}
+            assert {k: v for k, v in best[head].items() if k != "scores"} == bare[head]
+    assert none[1]["kind"] == {"label": None, "score": None}  # empty text: no label
+    with pytest.raises(ValueError, match="scores must be one of all, top, none, got 'best'"):
+        content.predict(texts, scores="best")
+
+
 def test_every_tier_answers(content):
     assert content.tiers
     for tier in content.tiers:

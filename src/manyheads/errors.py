@@ -87,3 +87,21 @@ class ConfigError(ManyheadsError, ValueError):
         for option in self.options:
             text = text.replace("{" + option + "}", name(option))
         return text
+
+
+def positive_int(value: Any, name: str) -> int:
+    """``value`` when it is a positive integer (not a bool), else a :class:`ConfigError`
+    naming the parameter ``name``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{{{name}}} must be a positive integer, got {value!r}", options=(name,))
+    return value
+
+
+def one_of(value: Any, choices: Sequence[str], name: str) -> str:
+    """``value`` when it is one of ``choices``, else a :class:`ConfigError` naming the
+    parameter ``name`` and the choices."""
+    if value not in choices:
+        raise ConfigError(
+            f"{{{name}}} must be one of {', '.join(choices)}, got {value!r}", options=(name,)
+        )
+    return value

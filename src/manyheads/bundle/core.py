@@ -34,6 +34,7 @@ from ..errors import (
     UnknownHeadError,
 )
 from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
+from ..heads.decode import check_scores
 from ..heads.record import HeadLimits, check_label_values
 from ..trunks import (
     Features,
@@ -66,11 +67,14 @@ __all__ = ["Bundle"]
 _DEFAULT = "default"
 
 
-def _blank_answer(kind: str) -> dict[str, Any]:
+def _blank_answer(kind: str, scores: str) -> dict[str, Any]:
     """What a head answers for an empty text: no label (see ``Bundle.predict``)."""
-    if kind == "multilabel":
-        return {"labels": [], "scores": {}}
-    return {"label": None, "score": None, "scores": {}}
+    answer: dict[str, Any] = (
+        {"labels": []} if kind == "multilabel" else {"label": None, "score": None}
+    )
+    if scores != "none":
+        answer["scores"] = {}
+    return answer
 
 
 class Bundle(BundleFolder):
@@ -448,6 +452,7 @@ class Bundle(BundleFolder):
         *,
         use_cache: bool = False,
         max_chars: int | None = None,
+        scores: str = "all",
     ) -> list[dict[str, Any]]:
         """Answers of every head (or of ``heads``) for each text, from one trunk pass.
 
@@ -465,9 +470,13 @@ class Bundle(BundleFolder):
         ``max_chars`` characters (cut at whitespace where there is some), all
         in the same trunk pass; its probabilities are the pieces' mean,
         weighted by length.
+
+        ``scores``: the class scores each answer keeps: every class's (``"all"``), the
+        best five, highest first (``"top"``), or none (``"none"``: no ``scores`` key).
         """
         state = self._state  # one snapshot for the whole call
         names = self.resolve_heads(heads)
+        check_scores(scores)
         texts = check_texts(texts)
         if not texts:
             return []
@@ -475,14 +484,17 @@ class Bundle(BundleFolder):
         if any(blank):
             filled = [t for t, b in zip(texts, blank, strict=True) if not b]
             answered = iter(
-                self._predict_state(state, filled, names, use_cache, max_chars) if filled else []
+                self._predict_state(state, filled, names, use_cache, max_chars, scores)
+                if filled
+                else []
             )
             assert state.fused is not None
             kinds = {n: state.fused.specs[n].kind for n in names}
             return [
-                {n: _blank_answer(kinds[n]) for n in names} if b else next(answered) for b in blank
+                {n: _blank_answer(kinds[n], scores) for n in names} if b else next(answered)
+                for b in blank
             ]
-        return self._predict_state(state, texts, names, use_cache, max_chars)
+        return self._predict_state(state, texts, names, use_cache, max_chars, scores)
 
     def _predict_state(
         self,
@@ -491,10 +503,12 @@ class Bundle(BundleFolder):
         names: list[str],
         use_cache: bool,
         max_chars: int | None,
+        scores: str,
     ) -> list[dict[str, Any]]:
         assert state.fused is not None
         if max_chars is None or all(len(t) <= check_max_chars(max_chars) for t in texts):
-            return state.fused.answers(self._probabilities(state, texts, names, use_cache), names)
+            probs = self._probabilities(state, texts, names, use_cache)
+            return state.fused.answers(probs, names, scores)
         pieces: list[str] = []
         owner: list[int] = []
         for i, text in enumerate(texts):
@@ -508,7 +522,7 @@ class Bundle(BundleFolder):
             mean = np.zeros((len(texts), p.shape[1]), dtype=np.float64)
             np.add.at(mean, owner, p * weight[:, None])
             probs[name] = mean.astype(np.float32)
-        return state.fused.answers(probs, names)
+        return state.fused.answers(probs, names, scores)
 
     def predict_proba(
         self, texts: Sequence[str], heads: Sequence[str] | str | None = None

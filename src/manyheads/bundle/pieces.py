@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import one_of, positive_int
 
-__all__ = ["check_max_chars", "split_text"]
+__all__ = ["LONG_TEXTS", "check_long_texts", "check_max_chars", "split_text"]
+
+LONG_TEXTS = ("refuse", "window")  # a text over max_chars: refused, or read in pieces
 
 
 def check_max_chars(max_chars: Any) -> int:
-    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-        raise ConfigError(f"max_chars must be a positive integer, got {max_chars!r}")
-    return max_chars
+    return positive_int(max_chars, "max_chars")
+
+
+def check_long_texts(long_texts: Any) -> str:
+    return one_of(long_texts, LONG_TEXTS, "long_texts")
 
 
 def split_text(text: str, max_chars: int) -> list[str]:

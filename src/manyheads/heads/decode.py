@@ -4,7 +4,7 @@ Needs numpy only."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,6 @@ __all__ = [
     "decide",
     "sigmoid",
     "softmax",
-    "trim_scores",
 ]
 
 SCORES = ("all", "top", "none")
@@ -62,23 +61,35 @@ def decide(kind: str, proba: np.ndarray, thresholds: np.ndarray | None) -> np.nd
 
 
 def answers(
-    kind: str, labels: Sequence[Any], thresholds: np.ndarray | None, proba: np.ndarray
+    kind: str,
+    labels: Sequence[Any],
+    thresholds: np.ndarray | None,
+    proba: np.ndarray,
+    scores: str = "all",
 ) -> list[dict[str, Any]]:
-    """One head's answers from its probabilities (the shape ``Bundle.predict`` documents)."""
-    rounded = np.round(proba.astype(np.float64), 6).tolist()
+    """One head's answers from its probabilities (the shape ``Bundle.predict`` documents);
+    ``scores``: every class's score (``all``), the best five, highest first (``top``;
+    ties in label order), or none (``none``)."""
+    rounded_array = np.round(proba.astype(np.float64), 6)
+    rounded = rounded_array.tolist()
     picked = decide(kind, proba, thresholds).tolist()
+    if scores == "all":
+        kept: list[dict[Any, float]] = [dict(zip(labels, ps, strict=True)) for ps in rounded]
+    elif scores == "top":
+        order = np.argsort(-rounded_array, axis=1, kind="stable")[:, :TOP_SCORES].tolist()
+        kept = [{labels[j]: ps[j] for j in best} for ps, best in zip(rounded, order, strict=True)]
+    out: list[dict[str, Any]]
     if kind == "multilabel":
-        return [
-            {
-                "labels": [lab for lab, hit in zip(labels, hits, strict=True) if hit],
-                "scores": dict(zip(labels, ps, strict=True)),
-            }
-            for hits, ps in zip(picked, rounded, strict=True)
+        out = [
+            {"labels": [lab for lab, hit in zip(labels, hits, strict=True) if hit]}
+            for hits in picked
         ]
-    return [
-        {"label": labels[k], "score": ps[k], "scores": dict(zip(labels, ps, strict=True))}
-        for k, ps in zip(picked, rounded, strict=True)
-    ]
+    else:
+        out = [{"label": labels[k], "score": ps[k]} for k, ps in zip(picked, rounded, strict=True)]
+    if scores != "none":
+        for answer, one in zip(out, kept, strict=True):
+            answer["scores"] = one
+    return out
 
 
 def check_scores(scores: Any) -> str:
@@ -86,20 +97,3 @@ def check_scores(scores: Any) -> str:
     if scores not in SCORES:
         raise ConfigError(f"scores must be one of {', '.join(SCORES)}, got {scores!r}")
     return str(scores)
-
-
-def trim_scores(answer: Mapping[str, Any], scores: str) -> dict[str, Any]:
-    """One text's answers (``{head: answer}``) with their ``scores`` kept whole (``all``),
-    cut to the best five classes, highest first (``top``), or left out (``none``; a
-    single-label head keeps its ``score``)."""
-    check_scores(scores)
-    if scores == "all":
-        return dict(answer)
-    out: dict[str, Any] = {}
-    for name, one in answer.items():
-        kept = {k: v for k, v in one.items() if k != "scores"}
-        if scores == "top":
-            best = sorted(one.get("scores", {}).items(), key=lambda kv: -kv[1])
-            kept["scores"] = dict(best[:TOP_SCORES])
-        out[name] = kept
-    return out

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .decode import SCORES, activate, answers, check_scores, trim_scores
+from .decode import SCORES, activate, answers, check_scores
 from .kinds import KINDS
 from .record import check_record
 
@@ -32,7 +32,6 @@ __all__ = [
     "HeadSpec",
     "check_scores",
     "spec_from_record",
-    "trim_scores",
 ]
 
 
@@ -202,16 +201,17 @@ class FusedHeads:
         return self.answers(self.probabilities(X, names), names)
 
     def answers(
-        self, probs: Mapping[str, np.ndarray], names: Sequence[str]
+        self, probs: Mapping[str, np.ndarray], names: Sequence[str], scores: str = "all"
     ) -> list[dict[str, Any]]:
-        """Per text, ``{head: answer}`` from per-head probabilities."""
+        """Per text, ``{head: answer}`` from per-head probabilities (``scores``: which
+        class scores an answer keeps, see :func:`~manyheads.heads.decode.answers`)."""
         n_rows = len(next(iter(probs.values()))) if probs else 0
         results: list[dict[str, Any]] = [{} for _ in range(n_rows)]
         for n in names:
-            for row, answer in zip(results, self.decode(n, probs[n]), strict=True):
+            for row, answer in zip(results, self.decode(n, probs[n], scores), strict=True):
                 row[n] = answer
         return results
 
-    def decode(self, name: str, proba: np.ndarray) -> list[dict[str, Any]]:
+    def decode(self, name: str, proba: np.ndarray, scores: str = "all") -> list[dict[str, Any]]:
         spec = self.specs[name]
-        return answers(spec.kind, spec.labels, spec.thresholds, proba)
+        return answers(spec.kind, spec.labels, spec.thresholds, proba, scores)

@@ -15,14 +15,13 @@ from .options import (
     open_bundle,
     parse_task,
 )
-from .predict import LONG_TEXTS, predict_rows, predict_texts
+from .predict import predict_rows, predict_texts
 from .train import finetune_file, train_file, train_report
 
 __all__ = [
     "BYTE_TRUNK_EPOCHS",
     "DEFAULT_BUNDLE",
     "DEFAULT_TRUNK",
-    "LONG_TEXTS",
     "TaskSpec",
     "TrainReport",
     "cache_setting",

@@ -7,14 +7,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..bundle.pieces import check_long_texts, check_max_chars
 from ..data import iter_texts
 from ..errors import ConfigError, DataError
-from ..heads.decode import check_scores, trim_scores
+from ..heads.decode import check_scores
 from .options import open_bundle
 
-__all__ = ["LONG_TEXTS", "predict_rows", "predict_texts"]
-
-LONG_TEXTS = ("refuse", "window")
+__all__ = ["predict_rows", "predict_texts"]
 
 
 def predict_texts(
@@ -48,15 +47,8 @@ def predict_rows(
     at most ``max_chars`` characters whose probabilities are averaged
     (``"window"``), as the service does.
     """
-    if long_texts not in LONG_TEXTS:
-        raise ConfigError(
-            f"{{long_texts}} must be one of {', '.join(LONG_TEXTS)}, got {long_texts!r}",
-            options=("long_texts",),
-        )
-    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-        raise ConfigError(
-            f"{{max_chars}} must be a positive integer, got {max_chars!r}", options=("max_chars",)
-        )
+    check_long_texts(long_texts)
+    check_max_chars(max_chars)
     if not texts and input_file is None:
         raise ConfigError(
             "nothing to predict: give {texts} or {input_file}", options=("texts", "input_file")
@@ -73,9 +65,8 @@ def predict_rows(
             yield from iter_texts(input_file, text_field=text_field)
 
     def answered(batch: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-        answers = bundle.predict(batch, heads=names, max_chars=window)
-        for text, answer in zip(batch, answers, strict=True):
-            yield text, trim_scores(answer, scores)
+        answers = bundle.predict(batch, heads=names, max_chars=window, scores=scores)
+        yield from zip(batch, answers, strict=True)
 
     batch: list[str] = []
     chars = 0

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..bundle.pieces import check_long_texts
+from ..errors import ConfigError, positive_int
 from ..heads.record import HeadLimits
 from .batcher import check_batching
 
-__all__ = ["LONG_TEXTS", "ServeConfig", "check_listen"]
-
-LONG_TEXTS = ("refuse", "window")
+__all__ = ["ServeConfig", "check_listen"]
 
 
 @dataclass(frozen=True)
@@ -53,13 +52,8 @@ class ServeConfig:
         ):
             raise ConfigError(f"tier must be a positive integer, got {self.tier!r}")
         for name in ("max_texts", "max_chars", "max_body_bytes", "max_train_texts"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.long_texts not in LONG_TEXTS:
-            raise ConfigError(
-                f"long_texts must be one of {', '.join(LONG_TEXTS)}, got {self.long_texts!r}"
-            )
+            positive_int(getattr(self, name), name)
+        check_long_texts(self.long_texts)
         if not self.watch_interval > 0:
             raise ConfigError(f"watch_interval must be > 0, got {self.watch_interval!r}")
 
