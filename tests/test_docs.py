@@ -68,7 +68,7 @@ def test_the_design_page_names_every_part_and_only_parts_that_exist():
     parts |= {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
     unnamed = sorted(p for p in parts if f"`{p}`" not in text and f"`{p}/`" not in text)
     assert unnamed == []
-    for folder in ("trunks", "heads", "bundle", "train", "serve", "cli", "jobs"):
+    for folder in ("trunks", "heads", "bundle", "train", "serve", "cli", "jobs", "label"):
         modules = {p.name for p in (SRC / folder).glob("*.py") if p.stem != "__init__"}
         unmentioned = sorted(m for m in modules if m not in text)
         assert unmentioned == [], folder

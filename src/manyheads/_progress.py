@@ -10,7 +10,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 
-def progress_bar(*, total: int, desc: str, enabled: bool = True, **kwargs: Any) -> tqdm:
+def progress_bar(*, total: int | None, desc: str, enabled: bool = True, **kwargs: Any) -> tqdm:
     """A tqdm bar on stderr, shown only when ``enabled`` and stderr is a terminal."""
     show = enabled and sys.stderr.isatty()
     return tqdm(total=total, desc=desc, disable=not show, file=sys.stderr, leave=False, **kwargs)

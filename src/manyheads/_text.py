@@ -30,3 +30,9 @@ def unicode_problem(text: str) -> str | None:
         f"holds a lone surrogate (U+{ord(text[at]):04X}) at character {at}, which is not "
         "valid Unicode text"
     )
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so UTF-8 can hold it (for
+    writing back a row that was refused for one)."""
+    return text if surrogate_at(text) is None else _SURROGATE.sub("\ufffd", text)

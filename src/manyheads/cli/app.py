@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from . import copy, evaluate, export, finetune, heads, predict, serve, train
+from . import copy, evaluate, export, finetune, heads, label, predict, serve, train
 
 __all__ = ["app", "click_command", "heads_app"]
 
@@ -30,6 +30,7 @@ app.command()(train.train)
 app.command()(finetune.finetune)
 app.command("eval")(evaluate.eval_)
 app.command()(predict.predict)
+app.command()(label.label)
 app.command("export")(export.export)
 app.command("copy")(copy.copy)
 app.command()(serve.serve)

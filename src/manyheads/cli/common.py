@@ -113,8 +113,31 @@ HELP: dict[str, str | None] = {
         "Texts over --max-chars: 'refuse' (an error naming the text) or 'window' (read in "
         "pieces of --max-chars, probabilities averaged)."
     ),
+    "label:--long-texts": (
+        "Texts over --max-chars: 'refuse' (a bad row, in the errors file) or 'window' "
+        "(read in pieces of --max-chars, probabilities averaged)."
+    ),
     "--max-labels": "Most labels (classes) of one head.",
     "--label-sep": "Separator of multilabel fields given as strings.",
+    "label:input": "A JSONL, JSONL.gz, CSV, TSV or Parquet file, or a folder of them.",
+    "--output": (
+        "The file to write (its format from its name: .jsonl, .jsonl.gz, .csv, .tsv, "
+        ".parquet; or --format); the job's parts wait beside it in OUTPUT.parts/. "
+        "--engine ray: a folder, with a folder of files for each input file."
+    ),
+    "--id-field": "A field naming each row, copied into the errors file.",
+    "label:--batch-size": "Texts per trunk pass.",
+    "--format": "Format of OUTPUT: jsonl, csv, tsv or parquet (default: from its name).",
+    "label:--scores": ("Class scores kept in JSONL: all, top (the best five; default) or none."),
+    "--engine": "local (this machine) or ray (Ray Data: this machine or a cluster).",
+    "--address": "--engine ray: the Ray cluster to connect to (default: a local one).",
+    "--workers": (
+        "--engine local: processes answering parts side by side, each loading the bundle "
+        "once (for trunks that do not use every core; default 1). --engine ray: the "
+        "actors (default one per CPU of the cluster)."
+    ),
+    "--restart": "Start over: drop the parts and output of an earlier run.",
+    "--fail-on-bad-rows": "Exit with code 1 when a row could not be labelled.",
 }
 
 

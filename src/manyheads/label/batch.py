@@ -1,0 +1,74 @@
+"""Labelling one batch of rows given as columns (a pyarrow table): the callable class
+Ray Data's ``map_batches`` runs in each actor, plain Python (it needs no Ray)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import require
+from .formats import Columns, flat_answer, head_fields, json_line
+
+__all__ = ["ERROR_COLUMN", "LINE_COLUMN", "LabelBatch"]
+
+ERROR_COLUMN = "__manyheads_error__"  # why a row got no answer; taken out before writing
+LINE_COLUMN = "__manyheads_line__"  # JSONL: the whole output line
+
+
+class LabelBatch:
+    """Loads the bundle once (per actor); each call answers a batch of rows and returns
+    it with the answers' columns and :data:`ERROR_COLUMN` added: for CSV / Parquet,
+    ``HEAD`` and ``HEAD_score`` per head; for JSONL, the whole output line (the row with
+    each head's answer as ``predict`` gives it) in :data:`LINE_COLUMN`, since Arrow
+    would give every answer's ``scores`` the keys of all of them. ``threads``: the
+    trunk's threads in this process (``MANYHEADS_THREADS``; default: every CPU)."""
+
+    def __init__(
+        self,
+        bundle_path: str | os.PathLike[str],
+        *,
+        heads: list[str] | None = None,
+        text_field: str = "text",
+        max_chars: int = 100_000,
+        long_texts: str = "refuse",
+        batch_size: int = 256,
+        scores: str = "top",
+        tier: int | None = None,
+        output_format: str = "jsonl",
+        threads: int | None = None,
+    ) -> None:
+        from ..bundle import Bundle
+
+        if threads is not None:  # this process's share of the CPUs (a Ray actor's)
+            os.environ["MANYHEADS_THREADS"] = str(threads)
+        from .rows import Labeller
+
+        bundle = Bundle.load(bundle_path, cache=None, tier=tier)
+        names = tuple(bundle.resolve_heads(heads))
+        self.labeller = Labeller(
+            bundle, names, text_field, max_chars, long_texts, batch_size, scores
+        )
+        self.output_format = output_format
+        self.multilabel = {n for n in names if bundle.head_info[n]["kind"] == "multilabel"}
+
+    def __call__(self, batch: Any) -> Any:
+        pa = require("pyarrow", "parquet")
+        rows = batch.to_pylist()  # a pyarrow table (map_batches' batch_format="pyarrow")
+        answers, reasons = self.labeller.label(rows)
+        heads = self.labeller.heads
+        if self.output_format == "jsonl":
+            lines = [json_line(r, a, heads) for r, a in zip(rows, answers, strict=True)]
+            return pa.table({LINE_COLUMN: lines, ERROR_COLUMN: pa.array(reasons, pa.string())})
+        out = []
+        for row, answer, reason in zip(rows, answers, reasons, strict=True):
+            row = dict(row)
+            for head in heads:
+                one = None if answer is None else answer[head]
+                row[head], row[f"{head}_score"] = flat_answer(one, head in self.multilabel)
+            row[ERROR_COLUMN] = reason
+            out.append(row)
+        answers_fields = [*head_fields(self.columns([])), pa.field(ERROR_COLUMN, pa.string())]
+        return pa.Table.from_pylist(out, schema=pa.schema([*batch.schema, *answers_fields]))
+
+    def columns(self, inputs: list[str]) -> Columns:
+        return Columns(inputs, list(self.labeller.heads), set(self.multilabel))

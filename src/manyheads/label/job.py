@@ -1,0 +1,280 @@
+"""Labelling a big file (or a folder of them) into one output file: streamed, resumable,
+every bad row kept aside with its reason.
+
+The input is read a part at a time (``part_rows`` rows); each part is answered and
+written beside the output, in ``OUTPUT.parts/``, as its own file, then marked done; a
+small record of the job (``job.json``: the bundle, its heads, the input files, every
+option that changes the output) says what the parts belong to. Only when every part is
+done are they joined into the output (and the bad rows into ``OUTPUT.errors.jsonl``),
+written beside it and renamed into place, and the parts removed. A job interrupted at
+any point (Ctrl-C, ``kill -9``, a power cut) and run again with the same command
+answers the parts that are not done and gives the same bytes an uninterrupted run
+gives; a run that differs in bundle, heads, input or options is refused rather than
+mixed with the old parts (``restart`` starts over). Memory stays at a few parts
+whatever the size of the input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Any, TypedDict
+
+from .._io import atomic_write_bytes, atomic_write_text, remove_stale_temps
+from .._progress import progress_bar
+from ..bundle import Bundle
+from ..errors import ConfigError, positive_int, require
+from .formats import Columns, arrow_schema, format_of, input_files
+from .parts import Part, answered, join_parts, read_parts
+
+__all__ = [
+    "JOB_FILE", "LabelOptions", "LabelSummary", "differs", "fingerprint", "job_record",
+    "label_file", "start_job",
+]  # fmt: skip
+
+JOB_FILE = "job.json"
+
+
+class LabelOptions(TypedDict, total=False):
+    """The options the local and the Ray engine share (see :func:`label_file`)."""
+
+    heads: list[str] | None
+    text_field: str
+    id_field: str | None
+    batch_size: int
+    output_format: str | None
+    scores: str
+    tier: int | None
+    max_chars: int
+    long_texts: str
+    restart: bool
+
+
+@dataclass(frozen=True)
+class LabelSummary:
+    """What :func:`label_file` did: rows written (bad ones included), bad rows, parts
+    answered now and found done from an earlier run, seconds, and where it wrote."""
+
+    rows: int
+    bad_rows: int
+    parts: int
+    resumed_parts: int
+    seconds: float
+    output: Path | str  # str: a URI (the ray engine)
+    errors: Path | str | None
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+HEAD_BYTES = 1 << 16  # an input file's first bytes, hashed into the job's record
+
+
+def fingerprint(file: str, size: int, mtime_ns: int | None, head: bytes) -> dict[str, Any]:
+    """What identifies an input file: its name, size, change time and first bytes."""
+    return {
+        "file": file, "size": size, "mtime_ns": mtime_ns,
+        "head": hashlib.sha256(head[:HEAD_BYTES]).hexdigest(),
+    }  # fmt: skip
+
+
+def _fingerprint(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    with open(path, "rb") as fh:
+        return fingerprint(str(path), stat.st_size, stat.st_mtime_ns, fh.read(HEAD_BYTES))
+
+
+def job_record(
+    bundle: Bundle, heads: list[str], inputs: list[dict[str, Any]], options: dict[str, Any]
+) -> dict[str, Any]:
+    """What a job's output depends on: the bundle (its folder, generation, trunk), the
+    heads, the input files (``inputs``: each one's name, size, change time and first
+    64 KiB) and the options."""
+    return {
+        "bundle": {
+            "folder": str(bundle.path),
+            "generation": bundle.generation,
+            "trunk": bundle.trunk_fingerprint,
+        },
+        "heads": heads,
+        "inputs": inputs,
+        "options": options,
+    }
+
+
+def differs(found: Any, job: dict[str, Any]) -> str:
+    """The one-line message refusing to mix ``job`` with the parts of ``found``."""
+    keys = sorted(k for k in job if not isinstance(found, dict) or found.get(k) != job[k])
+    return (
+        f"holds the parts of another job (its {', '.join(keys) or 'record'} "
+        f"{'differ' if len(keys) > 1 else 'differs'}): run "
+        "the same command again to finish that one, or {restart} to start over"
+    )
+
+
+def start_job(work: Path, output: Path, errors: Path, job: dict[str, Any], restart: bool) -> bool:
+    """Make ``work`` ready for ``job``; True when it already held this job's parts."""
+    if restart:
+        shutil.rmtree(work, ignore_errors=True)
+        for path in (output, errors):
+            path.unlink(missing_ok=True)
+    record = work / JOB_FILE
+    if record.is_file():
+        try:
+            found = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            found = None
+        if found != job:
+            raise ConfigError(f"{work} {differs(found, job)}", options=("restart",))
+        return True
+    if output.exists():
+        raise ConfigError(
+            f"{output} exists (a job that finished): give another output, or {{restart}} "
+            "to label again",
+            options=("restart",),
+        )
+    work.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(record, json.dumps(job, indent=1, sort_keys=True) + "\n")
+    return False
+
+
+def label_file(
+    input_path: str | os.PathLike[str],
+    bundle_path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    heads: list[str] | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    batch_size: int = 256,
+    output_format: str | None = None,
+    input_format: str | None = None,
+    scores: str = "top",
+    tier: int | None = None,
+    max_chars: int = 100_000,
+    long_texts: str = "refuse",
+    workers: int = 1,
+    part_rows: int = 4096,
+    restart: bool = False,
+    progress: bool = False,
+    on_part: Callable[[int], None] | None = None,
+) -> LabelSummary:
+    """Label the rows of ``input_path`` (a JSONL, JSONL.gz, CSV, TSV or Parquet file, or a
+    folder of them, each a part) with the heads of ``bundle_path`` into ``output`` (its
+    format from its name unless ``output_format`` says): see the module's text for how
+    it streams and resumes, :mod:`manyheads.label.formats` for the columns written.
+
+    A bad row (its text missing, not text, empty, over ``max_chars`` unless
+    ``long_texts="window"``, not valid Unicode; a line that is no JSON object) gets no
+    answer, stays in the output and goes to ``OUTPUT.errors.jsonl`` with its row
+    number, file, id (``id_field``) and reason. ``workers`` > 1 answers parts in that
+    many processes (each loads the bundle once): for trunks that do not use every core.
+    ``on_part``: called with each part's number as it is done (a test's hook).
+    """
+    started = time.perf_counter()
+    output = Path(output)
+    files = input_files(Path(input_path))
+    out_fmt = format_of(output, output_format)
+    if out_fmt == "parquet" and output.name.lower().endswith(".gz"):
+        raise ConfigError(f"{output}: Parquet is compressed inside; name it .parquet")
+    in_fmts = [format_of(f, input_format) for f in files]
+    positive_int(workers, "workers")
+    positive_int(part_rows, "part_rows")
+    bundle = Bundle.load(bundle_path, cache=None, tier=tier)
+    names = bundle.resolve_heads(heads)
+    from .rows import Labeller
+
+    labeller = Labeller(bundle, tuple(names), text_field, max_chars, long_texts, batch_size, scores)
+    work = output.with_name(output.name + ".parts")
+    errors = output.with_name(output.name + ".errors.jsonl")
+    job = job_record(
+        bundle,
+        names,
+        [_fingerprint(f) for f in files],
+        {
+            "text_field": text_field, "id_field": id_field, "batch_size": batch_size,
+            "output_format": out_fmt, "input_formats": in_fmts, "scores": scores,
+            "tier": tier, "max_chars": max_chars, "long_texts": long_texts,
+            "part_rows": part_rows,
+        },
+    )  # fmt: skip
+    resumed = start_job(work, output, errors, job, restart)
+    for folder, only in ((work, None), (output.parent, output.name), (output.parent, errors.name)):
+        remove_stale_temps(folder, only=only)  # left by a run killed mid-write
+    multilabel = {n for n in names if bundle.head_info[n]["kind"] == "multilabel"}
+    parts = read_parts(files, in_fmts, part_rows, id_field)
+    first = next(parts, None)
+    columns = _columns(first, names, multilabel, out_fmt)
+    seen = [0, 0]  # parts read, parts found done from an earlier run
+
+    def todo() -> Iterator[Part]:
+        for part in chain([] if first is None else [first], parts):
+            seen[0] += 1
+            if (work / part.done_name).is_file():
+                seen[1] += 1
+                bar.update(len(part.chunk.rows))
+            else:
+                yield part
+
+    estimate = _estimate_rows(files, in_fmts, first)
+    with progress_bar(total=estimate, desc="labelling", enabled=progress, unit="rows") as bar:
+        for part, (body, bad, n_bad) in answered(
+            todo(), labeller, columns, out_fmt, workers=workers, bundle_path=bundle_path,
+            tier=tier,
+        ):  # fmt: skip
+            atomic_write_bytes(work / part.out_name, body)
+            atomic_write_bytes(work / part.errors_name, bad)
+            done = {"rows": len(part.chunk.rows), "bad": n_bad}
+            atomic_write_text(work / part.done_name, json.dumps(done) + "\n")
+            bar.update(len(part.chunk.rows))
+            if on_part is not None:
+                on_part(part.number)
+    counts = [json.loads((work / f"part-{n:06d}.done").read_text()) for n in range(seen[0])]
+    bad_rows = join_parts(work, seen[0], columns, out_fmt, output, errors)
+    shutil.rmtree(work, ignore_errors=True)
+    return LabelSummary(
+        rows=sum(c["rows"] for c in counts),
+        bad_rows=bad_rows,
+        parts=seen[0] - seen[1],
+        resumed_parts=seen[1] if resumed else 0,
+        seconds=time.perf_counter() - started,
+        output=output,
+        errors=errors if bad_rows else None,
+    )
+
+
+def _columns(first: Part | None, heads: list[str], multilabel: set[str], fmt: str) -> Columns:
+    """The output's columns: the input's, in the order its first part shows them, then
+    each head's (and, for Parquet, their types)."""
+    rows = [] if first is None else [r for r in first.chunk.rows if isinstance(r, dict)]
+    inputs = list(dict.fromkeys(k for r in rows for k in r if k not in heads))
+    columns = Columns(inputs, list(heads), set(multilabel))
+    if fmt == "parquet":
+        columns.schema = arrow_schema(columns, rows)
+    return columns
+
+
+def _estimate_rows(files: list[Path], formats: list[str], first: Part | None) -> int | None:
+    """About how many rows the input holds (for the progress bar's ETA): exact for
+    Parquet, else from the size of the files and of the first part's rows."""
+    if first is None:
+        return 0
+    if all(f == "parquet" for f in formats):
+        pq = require("pyarrow.parquet", "parquet")
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    sample = [r for r in first.chunk.rows if isinstance(r, dict)]
+    if not sample:
+        return None
+    per_row = sum(len(json.dumps(r, ensure_ascii=False)) + 1 for r in sample) / len(sample)
+    total = sum(f.stat().st_size for f in files)
+    if any(f.name.lower().endswith(".gz") for f in files):
+        total *= 4  # a guess at what gzip saved
+    return max(len(first.chunk.rows), int(total / per_row))

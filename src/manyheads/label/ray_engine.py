@@ -1,0 +1,299 @@
+"""The labelling job on Ray Data: on this machine or on a cluster (``address``).
+
+Each input file is read by Ray Data (``read_json`` / ``read_csv`` / ``read_parquet``),
+answered by :class:`~manyheads.label.batch.LabelBatch` actors (``map_batches`` with an
+``ActorPoolStrategy``: each actor loads the bundle once), and written by Ray Data in
+the output format, with the same columns as the local engine, into
+``OUTPUT/<input file>/`` (Ray writes a folder of files per dataset). The bad rows
+(their file, id and reason) go to ``OUTPUT/errors.jsonl``. A file whose output is done
+is marked so (``OUTPUT/.done-<name>``): a run interrupted and started again with the
+same command skips the files that are done; a run with another bundle, heads, input
+or options is refused (``restart`` starts over).
+
+Input and output are paths or URIs of any file system pyarrow knows (``s3://``,
+``gs://``, ``hdfs://``, ``file://``): on a cluster they must be where every node reads
+them, and every worker needs ``manyheads[ray]`` (and the bundle's own extras).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..bundle import Bundle, bundle_folder
+from ..errors import ConfigError, require
+from .batch import ERROR_COLUMN, LINE_COLUMN, LabelBatch
+from .formats import format_of, no_input, readable
+from .job import HEAD_BYTES, JOB_FILE, LabelSummary, differs, fingerprint, job_record
+from .rows import Labeller  # checks every option before Ray starts
+
+__all__ = ["label_with_ray"]
+
+
+@dataclass(frozen=True)
+class _Place:
+    """A file or folder on a pyarrow file system: ``fs`` and the ``path`` on it, shown to
+    people as ``shown`` (what they gave)."""
+
+    fs: Any
+    path: str
+    shown: str
+
+    @classmethod
+    def of(cls, given: str | os.PathLike[str]) -> _Place:
+        fs_module = require("pyarrow.fs", "ray")
+        text = os.fspath(given)
+        if "://" not in text:
+            return cls(fs_module.LocalFileSystem(), os.path.abspath(text), text)
+        try:
+            fs, path = fs_module.FileSystem.from_uri(text)
+        except (ValueError, OSError) as err:
+            raise ConfigError(f"cannot open {text}: {err}") from None
+        return cls(fs, path, text)
+
+    def child(self, name: str) -> _Place:
+        return _Place(
+            self.fs, f"{self.path.rstrip('/')}/{name}", f"{self.shown.rstrip('/')}/{name}"
+        )
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    def info(self) -> Any:
+        return self.fs.get_file_info(self.path)
+
+    def is_file(self) -> bool:
+        return bool(self.info().type == require("pyarrow.fs", "ray").FileType.File)
+
+    def read(self) -> bytes:
+        with self.fs.open_input_stream(self.path, compression=None) as fh:
+            return bytes(fh.read())
+
+    def write(self, data: bytes) -> None:
+        """Whole or not at all: written beside, then moved into place (on object storage
+        an object appears whole anyway)."""
+        temp = (
+            f"{self.path.rsplit('/', 1)[0]}/.{self.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        )
+        with self.fs.open_output_stream(temp, compression=None) as fh:
+            fh.write(data)
+        self.fs.move(temp, self.path)
+
+    def delete(self) -> None:
+        if self.is_file():
+            self.fs.delete_file(self.path)
+
+
+def _inputs(place: _Place) -> list[_Place]:
+    """The files to read: ``place`` itself, or the files of a folder (sorted by name,
+    those :func:`~manyheads.label.formats.readable`)."""
+    pafs = require("pyarrow.fs", "ray")
+    info = place.info()
+    if info.type == pafs.FileType.Directory:
+        found = place.fs.get_file_info(pafs.FileSelector(place.path))
+        names = sorted(i.base_name for i in found if i.type == pafs.FileType.File)
+        files = [place.child(n) for n in names if readable(n)]
+        if not files:
+            raise no_input(place.shown, folder=True)
+        return files
+    if info.type != pafs.FileType.File:
+        raise no_input(place.shown, folder=False)
+    return [place]
+
+
+def _fingerprint(place: _Place) -> dict[str, Any]:
+    info = place.info()
+    with place.fs.open_input_stream(place.path, compression=None) as fh:
+        head = bytes(fh.read(HEAD_BYTES))
+    return fingerprint(place.shown, int(info.size), info.mtime_ns, head)
+
+
+def _start(output: _Place, job: dict[str, Any], restart: bool) -> None:
+    """Make the folder ``output`` ready for ``job``: refuse another job's output."""
+    pafs = require("pyarrow.fs", "ray")
+    record = output.child(JOB_FILE)
+    if restart:
+        output.fs.delete_dir_contents(output.path, missing_dir_ok=True)
+    if record.is_file():
+        try:
+            found = json.loads(record.read())
+        except ValueError:
+            found = None
+        if found != job:
+            raise ConfigError(f"{output.shown} {differs(found, job)}", options=("restart",))
+        return
+    info = output.info()
+    if info.type == pafs.FileType.File or (
+        info.type == pafs.FileType.Directory
+        and output.fs.get_file_info(pafs.FileSelector(output.path))
+    ):
+        raise ConfigError(
+            f"{output.shown} exists and is not this job's folder: give another output, "
+            "or {restart} to empty it",
+            options=("restart",),
+        )
+    output.fs.create_dir(output.path)
+    record.write((json.dumps(job, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def _read(ray: Any, place: _Place, fmt: str) -> Any:
+    where = {"paths": place.path, "filesystem": place.fs, "file_extensions": None}
+    if fmt == "jsonl":  # pyarrow's JSON reader reads JSON lines (gzipped too)
+        return ray.data.read_json(**where)
+    if fmt in ("csv", "tsv"):
+        options = None
+        if fmt == "tsv":
+            import pyarrow.csv as pacsv
+
+            options = pacsv.ParseOptions(delimiter="\t")
+        return ray.data.read_csv(**where, parse_options=options)
+    return ray.data.read_parquet(**where)
+
+
+def _lines_sink(ray: Any, place: _Place) -> Any:
+    """A Ray datasink writing the JSONL lines :class:`LabelBatch` made, as they are."""
+
+    class LinesSink(ray.data.datasource.BlockBasedFileDatasink):
+        def write_block_to_file(self, block: Any, file: Any) -> None:
+            lines = block.to_arrow().column(LINE_COLUMN).to_pylist()
+            file.write("".join(lines).encode("utf-8"))
+
+    return LinesSink(place.path, filesystem=place.fs, file_format="jsonl")
+
+
+def _write(ray: Any, dataset: Any, place: _Place, fmt: str) -> None:
+    if fmt == "jsonl":
+        dataset.write_datasink(_lines_sink(ray, place))
+    elif fmt in ("csv", "tsv"):
+        import pyarrow.csv as pacsv
+
+        options = pacsv.WriteOptions(delimiter="\t") if fmt == "tsv" else None
+        dataset.write_csv(
+            place.path, filesystem=place.fs,
+            arrow_csv_args_fn=lambda: {"write_options": options},
+        )  # fmt: skip
+    else:
+        dataset.write_parquet(place.path, filesystem=place.fs)
+
+
+def _shown(place: _Place) -> Path | str:
+    return place.shown if "://" in place.shown else Path(place.shown)
+
+
+def _bad_rows(answered: Any, file: str, id_field: str | None) -> list[str]:
+    """The bad rows of one answered file as lines of the errors file."""
+    lines = []
+    from ray.data.expressions import col
+
+    for row in answered.filter(expr=col(ERROR_COLUMN).is_not_null()).take_all():
+        entry = {"file": file}
+        if id_field is not None:  # JSONL: the row is inside its output line
+            source = json.loads(row[LINE_COLUMN]) if LINE_COLUMN in row else row
+            entry["id"] = source.get(id_field)
+        entry["reason"] = row[ERROR_COLUMN]
+        lines.append(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+    return lines
+
+
+def label_with_ray(
+    input_path: str | os.PathLike[str],
+    bundle_path: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    *,
+    address: str | None = None,
+    heads: list[str] | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    batch_size: int = 256,
+    output_format: str | None = None,
+    scores: str = "top",
+    tier: int | None = None,
+    max_chars: int = 100_000,
+    long_texts: str = "refuse",
+    workers: int | None = None,
+    restart: bool = False,
+    num_cpus: int | None = None,
+    progress: bool = False,
+) -> LabelSummary:
+    """Label ``input_path`` into the folder ``output`` on Ray Data (see the module's
+    text); ``workers``: the most actors (default: one per CPU Ray sees); ``num_cpus``: the
+    CPUs of a local Ray started here; ``progress``: Ray Data's progress bars."""
+    ray = require("ray", "ray")
+    started = time.perf_counter()
+    out_fmt = format_of(os.fspath(output), output_format)
+    if os.fspath(output).lower().endswith(".gz"):
+        raise ConfigError(f"{output}: the ray engine writes plain files; drop the .gz")
+    files = _inputs(_Place.of(input_path))
+    formats = [format_of(f.name) for f in files]
+    place = _Place.of(output)
+    folder = bundle_folder(bundle_path, tier)  # the folder every actor loads
+    bundle = Bundle.load(folder, cache=None)
+    names = bundle.resolve_heads(heads)
+    options = {
+        "heads": names, "text_field": text_field, "max_chars": max_chars,
+        "long_texts": long_texts, "batch_size": batch_size, "scores": scores,
+        "tier": None, "output_format": out_fmt,
+    }  # fmt: skip
+    Labeller(bundle, tuple(names), text_field, max_chars, long_texts, batch_size, scores)
+    record = job_record(
+        bundle, names, [_fingerprint(f) for f in files],
+        {**{k: v for k, v in options.items() if k != "heads"}, "id_field": id_field},
+    )  # fmt: skip
+    _start(place, record, restart)
+    if not ray.is_initialized():
+        ray.init(
+            address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+            logging_level=logging.WARNING,
+        )  # fmt: skip
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = progress
+    size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    rows = bad = resumed = 0
+    for source, fmt in zip(files, formats, strict=True):
+        done = place.child(f".done-{source.name}")
+        resumed += done.is_file()
+        if not done.is_file():
+            target = place.child(source.name)
+            target.fs.delete_dir_contents(target.path, missing_dir_ok=True)
+            answered = (
+                _read(ray, source, fmt)
+                .map_batches(
+                    LabelBatch,
+                    fn_constructor_args=(str(folder),),
+                    fn_constructor_kwargs={**options, "threads": 1},  # an actor: 1 CPU
+                    batch_size=batch_size,
+                    batch_format="pyarrow",
+                    # from one actor up: a fixed pool as big as the CPUs would wait
+                    # for CPUs the read tasks hold
+                    compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
+                )
+                .materialize()
+            )
+            _write(ray, answered.drop_columns([ERROR_COLUMN]), target, out_fmt)
+            failed = _bad_rows(answered, source.name, id_field)
+            place.child(f".errors-{source.name}.jsonl").write("".join(failed).encode("utf-8"))
+            counts = {"rows": answered.count(), "bad": len(failed)}
+            done.write((json.dumps(counts) + "\n").encode("utf-8"))
+        counts = json.loads(done.read())
+        rows, bad = rows + counts["rows"], bad + counts["bad"]
+    errors = place.child("errors.jsonl")
+    errors.delete()
+    if bad:
+        errors.write(b"".join(place.child(f".errors-{f.name}.jsonl").read() for f in files))
+    return LabelSummary(
+        rows=rows,
+        bad_rows=bad,
+        parts=len(files) - resumed,
+        resumed_parts=resumed,
+        seconds=time.perf_counter() - started,
+        output=_shown(place),
+        errors=_shown(errors) if bad else None,
+    )

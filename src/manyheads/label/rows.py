@@ -1,0 +1,114 @@
+"""Labelling rows: each row's text judged (a bad row gets a reason, never stops the
+job), the good ones answered by every head a batch at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._text import unicode_problem
+from ..bundle import Bundle
+from ..bundle.pieces import check_long_texts, check_max_chars
+from ..errors import positive_int
+from ..heads.decode import check_scores
+
+__all__ = ["Labeller", "label_rows"]
+
+
+@dataclass(frozen=True)
+class Labeller:
+    """How rows are labelled: the bundle and its heads, where a row's text is, how long
+    a text may be (``long_texts``: over ``max_chars``, a bad row, or read in pieces), how
+    many texts go through the trunk at once, and which scores an answer keeps."""
+
+    bundle: Bundle
+    heads: tuple[str, ...]
+    text_field: str = "text"
+    max_chars: int = 100_000
+    long_texts: str = "refuse"
+    batch_size: int = 256
+    scores: str = "top"
+
+    def __post_init__(self) -> None:
+        check_long_texts(self.long_texts)
+        check_max_chars(self.max_chars)
+        positive_int(self.batch_size, "batch_size")
+        check_scores(self.scores)
+
+    def problem(self, row: Any) -> str | None:
+        """Why ``row`` cannot be labelled (its text missing, not text, empty, too long,
+        not valid Unicode), or None."""
+        if not isinstance(row, dict):
+            return "not a row of named fields"
+        if self.text_field not in row or row[self.text_field] is None:
+            return f"no field {self.text_field!r}"
+        text = row[self.text_field]
+        if not isinstance(text, str):
+            return f"field {self.text_field!r} is {type(text).__name__}, not text"
+        if not text.strip():
+            return f"field {self.text_field!r} is empty"
+        if self.long_texts == "refuse" and len(text) > self.max_chars:
+            return (
+                f"field {self.text_field!r} has {len(text)} characters, over the limit of "
+                f"{self.max_chars}"
+            )
+        return unicode_problem(text)
+
+    def answer(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        """Every head's answer for each text (its scores kept as ``scores`` says)."""
+        window = self.max_chars if self.long_texts == "window" else None
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            out += self.bundle.predict(
+                batch, heads=list(self.heads), max_chars=window, scores=self.scores
+            )
+        return out
+
+    def label(
+        self, rows: Sequence[Any], problems: dict[int, str] | None = None
+    ) -> tuple[list[dict[str, Any] | None], list[str | None]]:
+        """``(answers, reasons)`` for ``rows``: a row's answers, or None and the reason it
+        is a bad row (``problems``: reasons already known, by position)."""
+        reasons = [(problems or {}).get(i) or self.problem(r) for i, r in enumerate(rows)]
+        good = [i for i, reason in enumerate(reasons) if reason is None]
+        answered = iter(self.answer([rows[i][self.text_field] for i in good]))
+        answers: list[dict[str, Any] | None] = [
+            next(answered) if reason is None else None for reason in reasons
+        ]
+        return answers, reasons
+
+
+def label_rows(
+    bundle: Bundle,
+    rows: Iterable[Any],
+    *,
+    heads: Sequence[str] | None = None,
+    text_field: str = "text",
+    max_chars: int = 100_000,
+    long_texts: str = "refuse",
+    batch_size: int = 256,
+    scores: str = "top",
+) -> Iterator[tuple[Any, dict[str, Any] | None, str | None]]:
+    """``(row, answers, reason)`` for each row of ``rows`` (dicts holding ``text_field``,
+    or plain strings), in order, a batch at a time: ``answers`` is ``{head: answer}``,
+    or None with the ``reason`` a row cannot be labelled (it never stops the others)."""
+    labeller = Labeller(
+        bundle, tuple(bundle.resolve_heads(heads)), text_field, max_chars, long_texts,
+        batch_size, scores,
+    )  # fmt: skip
+    batch: list[Any] = []
+
+    def flush() -> Iterator[tuple[Any, dict[str, Any] | None, str | None]]:
+        as_rows = [{text_field: r} if isinstance(r, str) else r for r in batch]
+        answers, reasons = labeller.label(as_rows)
+        yield from zip(batch, answers, reasons, strict=True)
+
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= batch_size:
+            yield from flush()
+            batch = []
+    if batch:
+        yield from flush()

@@ -1,0 +1,384 @@
+"""Labelling big files: formats and columns, bad rows, resuming after a kill, the
+command line, other processes, Ray Data."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from manyheads import Bundle, ConfigError, DataError
+from manyheads.label import label_file, label_rows
+
+pytest.importorskip("onnxruntime")  # the built-in bundle answers with onnxruntime
+
+TEXTS = [
+    "def f():\n    return 1",
+    "Der schnelle braune Fuchs springt über den faulen Hund.",
+    "SELECT * FROM users;",
+    'db_password = "hunter2-Prod!"',
+    "Le renard brun saute par-dessus le chien.",
+]
+
+
+def _write_jsonl(path: Path, rows: list, extra_lines: list[str] = ()) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for line in extra_lines:
+            fh.write(line + "\n")
+    return path
+
+
+def _rows(n: int) -> list[dict]:
+    return [{"id": i, "text": TEXTS[i % len(TEXTS)] + f" #{i}", "n": i * 1.5} for i in range(n)]
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def content() -> Bundle:
+    return Bundle.load("content", cache=None)
+
+
+def test_jsonl_keeps_every_column_and_adds_each_heads_answer(tmp_path, content):
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(23))
+    summary = label_file(source, "content", tmp_path / "out.jsonl", part_rows=5)
+    assert (summary.rows, summary.bad_rows, summary.parts, summary.errors) == (23, 0, 5, None)
+    got = _read_jsonl(tmp_path / "out.jsonl")
+    want = content.predict([r["text"] for r in _rows(23)])
+    assert [r["id"] for r in got] == list(range(23)) and got[3]["n"] == 4.5
+    for row, answer in zip(got, want, strict=True):
+        for head in ("code_language", "language", "kind"):
+            assert row[head]["label"] == answer[head]["label"]
+            assert len(row[head]["scores"]) <= 5  # --scores top, the default
+        assert row["risk"]["labels"] == answer["risk"]["labels"]
+    assert not (tmp_path / "out.jsonl.parts").exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "parquet"])
+def test_flat_formats_have_a_label_and_a_score_column_per_head(tmp_path, fmt, content):
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(12))
+    label_file(source, "content", tmp_path / f"out.{fmt}", part_rows=5, heads=["kind", "risk"])
+    if fmt == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+        table = pq.read_table(tmp_path / "out.parquet")
+        assert table.column_names == ["id", "text", "n", "kind", "kind_score", "risk", "risk_score"]
+        types = {f.name: str(f.type) for f in table.schema}
+        assert types["kind"] == "string" and types["kind_score"] == "float"
+        assert types["risk"] == "list<element: string>"
+        rows = table.to_pylist()
+    else:
+        import csv
+
+        with open(tmp_path / f"out.{fmt}", encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="," if fmt == "csv" else "\t"))
+        assert list(rows[0]) == ["id", "text", "n", "kind", "kind_score", "risk", "risk_score"]
+        for r in rows:
+            r["risk"] = json.loads(r["risk"])
+    want = content.predict([r["text"] for r in _rows(12)], heads=["kind", "risk"])
+    assert [r["kind"] for r in rows] == [a["kind"]["label"] for a in want]
+    assert [r["risk"] for r in rows] == [a["risk"]["labels"] for a in want]
+    assert float(rows[0]["kind_score"]) == pytest.approx(want[0]["kind"]["score"], abs=1e-6)
+
+
+def test_every_bad_row_is_kept_aside_with_its_reason_and_none_stops_the_job(tmp_path):
+    rows = [
+        {"id": "a", "text": "fine text here"},
+        {"id": "b"},
+        {"id": "c", "text": 12},
+        {"id": "d", "text": ""},
+        {"id": "e", "text": "   \n"},
+        {"id": "f", "text": "x" * 60},
+        {"id": "g", "text": "another fine one"},
+        {"id": "i", "text": None},
+    ]
+    lines = ['{"id": "h", "text": "\\ud800 lone"}', "not json at all", "[1, 2]"]
+    source = _write_jsonl(tmp_path / "in.jsonl", rows, lines)
+    summary = label_file(source, "content", tmp_path / "out.jsonl", id_field="id", max_chars=50)
+    assert (summary.rows, summary.bad_rows) == (11, 9)
+    bad = _read_jsonl(tmp_path / "out.jsonl.errors.jsonl")
+    assert [(b["row"], b.get("id")) for b in bad] == [
+        (2, "b"), (3, "c"), (4, "d"), (5, "e"), (6, "f"), (8, "i"), (9, "h"), (10, None),
+        (11, None),
+    ]  # fmt: skip
+    reasons = [b["reason"] for b in bad]
+    assert reasons[0] == reasons[5] == "no field 'text'"  # missing, or null
+    assert reasons[1] == "field 'text' is int, not text"
+    assert reasons[2] == reasons[3] == "field 'text' is empty"
+    assert reasons[4] == "field 'text' has 60 characters, over the limit of 50"
+    assert "lone surrogate" in reasons[6]
+    assert reasons[7].startswith("not JSON:") and reasons[8] == "not a JSON object"
+    out = _read_jsonl(tmp_path / "out.jsonl")
+    assert len(out) == 11 and out[1]["kind"] is None and out[0]["kind"]["label"]
+    # read in pieces instead, the long text is answered
+    label_file(source, "content", tmp_path / "w.jsonl", max_chars=50, long_texts="window")
+    assert _read_jsonl(tmp_path / "w.jsonl")[5]["kind"]["label"]
+
+
+def test_a_csv_row_with_more_cells_than_the_header_is_a_bad_row(tmp_path):
+    source = tmp_path / "in.csv"
+    source.write_text('id,text\n1,"SELECT 1;"\n2,"two",extra\n3,"def f(): pass"\n', "utf-8")
+    summary = label_file(source, "content", tmp_path / "out.csv", id_field="id")
+    assert (summary.rows, summary.bad_rows) == (3, 1)
+    assert _read_jsonl(tmp_path / "out.csv.errors.jsonl") == [
+        {"file": "in.csv", "row": 3, "id": "2", "reason": "more cells than the header has columns"}
+    ]
+
+
+def test_a_folder_is_read_file_after_file_into_one_output(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _write_jsonl(folder / "a.jsonl", _rows(7))
+    _write_jsonl(folder / "b.jsonl", [*_rows(4), {"id": 99}])
+    (folder / "notes.txt").write_text("ignored")
+    summary = label_file(folder, "content", tmp_path / "out.jsonl", part_rows=3)
+    assert (summary.rows, summary.bad_rows) == (12, 1)
+    assert [r["id"] for r in _read_jsonl(tmp_path / "out.jsonl")] == [*range(7), *range(4), 99]
+    assert _read_jsonl(tmp_path / "out.jsonl.errors.jsonl") == [
+        {"file": "b.jsonl", "row": 5, "reason": "no field 'text'"}
+    ]
+
+
+KILLED = """
+import os, sys
+from manyheads.label import label_file
+stop = int(sys.argv[4])
+label_file(sys.argv[1], "content", sys.argv[2], part_rows=int(sys.argv[3]),
+           on_part=lambda n: os.kill(os.getpid(), 9) if n == stop else None)
+"""
+
+
+def _label_in_a_child(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", KILLED, *args], capture_output=True, text=True)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_killed_job_run_again_gives_the_same_bytes(tmp_path, fmt):
+    source = _write_jsonl(tmp_path / "in.jsonl", [*_rows(60), {"id": 1000}])
+    whole = tmp_path / f"whole.{fmt}"
+    label_file(source, "content", whole, part_rows=7)
+    out = tmp_path / f"out.{fmt}"
+    for stop in (0, 4):  # killed after its first part, then after a later one
+        done = _label_in_a_child([str(source), str(out), "7", str(stop)])
+        assert done.returncode == -signal.SIGKILL
+        assert not out.exists() and (tmp_path / f"out.{fmt}.parts").is_dir()
+    summary = label_file(source, "content", out, part_rows=7)
+    assert summary.resumed_parts == 5 and summary.parts == 4
+    assert out.read_bytes() == whole.read_bytes()
+    assert (tmp_path / f"out.{fmt}.errors.jsonl").read_bytes() == (
+        tmp_path / f"whole.{fmt}.errors.jsonl"
+    ).read_bytes()
+    assert not (tmp_path / f"out.{fmt}.parts").exists()
+
+
+@pytest.mark.heavy
+def test_killed_at_a_random_moment_the_command_again_gives_the_same_bytes(tmp_path):
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(20000))  # some seconds of work
+    whole = tmp_path / "whole.csv"
+    command = [sys.executable, "-m", "manyheads.cli", "label", str(source), "-b", "content"]
+    started = time.monotonic()
+    subprocess.run([*command, "-o", str(whole)], check=True, capture_output=True)
+    took = time.monotonic() - started  # the moments are fractions of a whole run here
+    out = tmp_path / "out.csv"
+    rng = random.Random(7)
+    landed = 0  # kills that stopped a job before its end
+    for _ in range(3):  # each run takes up what the one before left
+        child = subprocess.Popen([*command, "-o", str(out)], stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 0.8) * took)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        if out.exists():  # what was left took less than the pause
+            break
+        landed += 1
+    assert landed >= 1
+    if not out.exists():
+        done = subprocess.run([*command, "-o", str(out)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == whole.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.csv", "whole.csv"]
+
+
+def test_another_job_is_refused_and_restart_starts_over(tmp_path):
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(10))
+    out = tmp_path / "out.jsonl"
+    parts = tmp_path / "out.jsonl.parts"
+    parts.mkdir()
+    (parts / "job.json").write_text('{"heads": ["kind"]}')
+    with pytest.raises(ConfigError, match=r"holds the parts of another job \(its bundle, heads"):
+        label_file(source, "content", out)
+    label_file(source, "content", out, restart=True)
+    with pytest.raises(ConfigError, match="exists \\(a job that finished\\)"):
+        label_file(source, "content", out)
+    summary = label_file(source, "content", out, heads=["kind"], restart=True)
+    assert summary.rows == 10 and list(_read_jsonl(out)[0]) == ["id", "text", "n", "kind"]
+
+
+def test_a_gz_output_is_gzipped_the_same_bytes_each_run(tmp_path):
+    import gzip
+
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(9))
+    label_file(source, "content", tmp_path / "plain.jsonl", part_rows=4)
+    label_file(source, "content", tmp_path / "a.jsonl.gz", part_rows=4)
+    time.sleep(1.1)  # a gzip header with a time in it would differ now
+    label_file(source, "content", tmp_path / "b.jsonl.gz", part_rows=4)
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    unzipped = gzip.decompress((tmp_path / "a.jsonl.gz").read_bytes())
+    assert unzipped == (tmp_path / "plain.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="Parquet is compressed inside; name it .parquet"):
+        label_file(source, "content", tmp_path / "c.parquet.gz")
+
+
+def test_the_engine_and_its_options_are_checked(tmp_path):
+    from manyheads.label import label
+
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(3))
+    with pytest.raises(ConfigError, match="engine must be one of local, ray, got 'spark'"):
+        label(source, "content", tmp_path / "o.jsonl", engine="spark")
+    with pytest.raises(ConfigError, match="address is for the ray engine"):
+        label(source, "content", tmp_path / "o.jsonl", address="ray://head:10001")
+    pytest.importorskip("ray")
+    with pytest.raises(ConfigError, match="the ray engine writes plain files; drop the .gz"):
+        label(source, "content", tmp_path / "o.jsonl.gz", engine="ray")
+    assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.jsonl.gz").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"output": "out.txt"}, "cannot tell the format of"),
+        ({"output_format": "xml"}, "format must be one of jsonl, csv, tsv, parquet"),
+        ({"scores": "best"}, "scores must be one of all, top, none"),
+        ({"long_texts": "cut"}, "long_texts must be one of refuse, window"),
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"workers": 0}, "workers must be a positive integer"),
+        ({"heads": ["nope"]}, "unknown head 'nope'"),
+    ],
+)
+def test_bad_options_are_refused_before_any_row_is_read(tmp_path, options, message):
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(3))
+    output = tmp_path / options.pop("output", "out.jsonl")
+    with pytest.raises(Exception, match=message):
+        label_file(source, "content", output, **options)
+    assert not output.exists() and not (tmp_path / "out.jsonl.parts").exists()
+
+
+def test_label_rows_answers_an_iterable_and_says_why_a_row_is_bad(content):
+    got = list(label_rows(content, ["def f(): pass", "", {"text": "Hallo Welt"}, {}], batch_size=2))
+    assert [reason for _, _, reason in got] == [
+        None,
+        "field 'text' is empty",
+        None,
+        "no field 'text'",
+    ]
+    assert got[0][1]["code_language"]["label"] == "python" and got[1][1] is None
+
+
+@pytest.mark.heavy
+def test_worker_processes_give_the_same_bytes(tmp_path):
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(40))
+    label_file(source, "content", tmp_path / "one.jsonl", part_rows=6)
+    label_file(source, "content", tmp_path / "two.jsonl", part_rows=6, workers=2)
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+
+
+def test_the_command_prints_one_summary_line(tmp_path, capsys):
+    from manyheads.cli import main
+
+    source = _write_jsonl(tmp_path / "in.jsonl", [*_rows(5), {"id": 5, "text": ""}])
+    out = tmp_path / "out.parquet"
+    assert main(["label", str(source), "-o", str(out), "--id-field", "id"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("labelled 6 rows, 1 bad (in ") and str(out) in printed.out
+    code = main(["label", str(source), "-o", str(out), "--restart", "--fail-on-bad-rows"])
+    assert code == 1
+    assert capsys.readouterr().err.strip() == ("manyheads: error: 1 bad rows (--fail-on-bad-rows)")
+    assert main(["label", str(source), "-o", str(out)]) == 1
+    assert "--restart to label again" in capsys.readouterr().err
+
+
+def test_the_ray_callable_labels_a_batch_without_ray():
+    pa = pytest.importorskip("pyarrow")
+    from manyheads.label.batch import ERROR_COLUMN, LabelBatch
+
+    labeller = LabelBatch("content", heads=["kind", "risk"], output_format="csv")
+    out = labeller(pa.Table.from_pylist([{"id": 1, "text": "SELECT 1;"}, {"id": 2, "text": ""}]))
+    rows = out.to_pylist()
+    assert list(rows[0]) == ["id", "text", "kind", "kind_score", "risk", "risk_score", ERROR_COLUMN]
+    assert rows[0]["kind"] == "code" and rows[0][ERROR_COLUMN] is None
+    assert rows[1]["kind"] is None and rows[1][ERROR_COLUMN] == "field 'text' is empty"
+
+
+@pytest.fixture(scope="module")
+def ray_here():
+    """One local Ray (2 CPUs) for the module's Ray tests."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.heavy
+def test_ray_labels_the_same_rows_as_the_local_engine(tmp_path, ray_here):
+    from manyheads.label.ray_engine import label_with_ray
+
+    source = _write_jsonl(tmp_path / "in.jsonl", [*_rows(50), {"id": 50, "text": ""}])
+    label_file(source, "content", tmp_path / "local.jsonl", id_field="id")
+    summary = label_with_ray(source, "content", tmp_path / "ray.jsonl", id_field="id", workers=1)
+    assert (summary.rows, summary.bad_rows) == (51, 1)
+    written = sorted((tmp_path / "ray.jsonl" / "in.jsonl").glob("*.jsonl"))
+    got = [row for path in written for row in _read_jsonl(path)]
+    want = _read_jsonl(tmp_path / "local.jsonl")
+    want[50] = {"id": 50, "text": "", "n": None, **want[50]}  # Arrow: a column in every row
+    assert sorted(got, key=lambda r: r["id"]) == want
+    assert _read_jsonl(tmp_path / "ray.jsonl" / "errors.jsonl") == [
+        {"file": "in.jsonl", "id": 50, "reason": "field 'text' is empty"}
+    ]
+    assert os.path.isfile(tmp_path / "ray.jsonl" / ".done-in.jsonl")
+
+
+@pytest.mark.heavy
+def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
+    import gzip
+
+    import pyarrow.parquet as pq
+
+    from manyheads.label.ray_engine import label_with_ray
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = _rows(12)
+    with gzip.open(folder / "a.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows[:7])
+    (folder / "b.csv").write_text(
+        "id,text\n" + "".join(f'{r["id"]},"{r["text"]}"\n' for r in rows[7:]), encoding="utf-8"
+    )
+    (folder / ".hidden.jsonl").write_text("{}\n")
+    out = f"file://{tmp_path}/out.parquet"
+    summary = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
+    assert (summary.rows, summary.parts, summary.resumed_parts) == (12, 2, 0)
+    assert summary.output == out
+    for name, want in (("a.jsonl.gz", rows[:7]), ("b.csv", rows[7:])):
+        table = pq.read_table(tmp_path / "out.parquet" / name)
+        assert table.column("id").to_pylist() == [r["id"] for r in want]
+        assert table.schema.field("kind").type == "string"
+        assert table.schema.field("kind_score").type == "float"
+    again = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
+    assert (again.rows, again.parts, again.resumed_parts) == (12, 0, 2)
+    with pytest.raises(ConfigError, match=r"holds the parts of another job \(its heads differs"):
+        label_with_ray(f"file://{folder}", "content", out, heads=["risk"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="empty holds no .jsonl, .jsonl.gz, .csv, .tsv or .parq"):
+        label_with_ray(f"file://{tmp_path}/empty", "content", out)
+    with pytest.raises(DataError, match="no such file or folder: file://"):
+        label_with_ray(f"file://{tmp_path}/nothing.jsonl", "content", out)
