@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install (if needed) and run the test suite. Extra arguments go to pytest
 # (e.g. `bash scripts/test.sh -m slow` for the slow tests). `--quick` first: the
-# everyday loop, without the tests marked heavy (byte trunks trained, graphs exported,
-# servers and browsers started, writers killed).
+# everyday loop, without the tests marked heavy (byte trunks and MiniLM bundles
+# trained, graphs exported, servers, browsers and Ray started, writers killed).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh

@@ -42,6 +42,7 @@ def _train(capsys, data_file, bundle, *extra):
     )
 
 
+@pytest.mark.heavy
 def test_train_list_eval_predict_rm(capsys, tmp_path, data_file):
     bundle = tmp_path / "b"
     code, out, err = _train(
@@ -101,6 +102,7 @@ def test_train_list_eval_predict_rm(capsys, tmp_path, data_file):
     assert [r["name"] for r in json.loads(out)] == ["section", "library", "role"]
 
 
+@pytest.mark.heavy
 def test_training_into_existing_bundle_replaces_only_named_heads(capsys, tmp_path, data_file):
     bundle = tmp_path / "b"
     assert (
@@ -113,6 +115,7 @@ def test_training_into_existing_bundle_replaces_only_named_heads(capsys, tmp_pat
     assert after["heads"]["library"]["params"]["C"] == 4.0
 
 
+@pytest.mark.heavy
 def test_eval_skips_heads_whose_field_is_absent(capsys, tmp_path, data_file):
     bundle = tmp_path / "b"
     _train(capsys, data_file, bundle, "--task", "section", "--task", "role:multilabel")
@@ -129,6 +132,7 @@ def test_eval_skips_heads_whose_field_is_absent(capsys, tmp_path, data_file):
     assert "skipped head 'role'" in err and "no field 'role'" in err
 
 
+@pytest.mark.heavy
 def test_predict_from_input_files(capsys, tmp_path, data_file):
     bundle = tmp_path / "b"
     _train(capsys, data_file, bundle, "--task", "section")
@@ -173,6 +177,7 @@ def test_train_user_errors_exit_1_with_one_line(capsys, tmp_path, data_file, arg
     assert not bundle.exists() or not (bundle / "bundle.json").exists()
 
 
+@pytest.mark.heavy
 def test_invalid_input_writes_nothing_to_existing_bundle(capsys, tmp_path, data_file):
     bundle = tmp_path / "b"
     _train(capsys, data_file, bundle, "--task", "section")
@@ -198,6 +203,7 @@ def test_invalid_input_writes_nothing_to_existing_bundle(capsys, tmp_path, data_
     assert before == after
 
 
+@pytest.mark.heavy
 def test_other_user_errors(capsys, tmp_path, data_file):
     bundle = tmp_path / "b"
     _train(capsys, data_file, bundle, "--task", "section")
@@ -227,6 +233,7 @@ def test_usage_errors_exit_2(capsys):
     assert code == 2 and "Missing argument" in err
 
 
+@pytest.mark.heavy
 def test_console_script_runs_in_a_real_process(tmp_path, data_file):
     env = {**os.environ, "MANYHEADS_CACHE_DIR": str(tmp_path / "cache")}
     exe = [sys.executable, "-m", "manyheads.cli"]
@@ -263,6 +270,7 @@ def test_console_script_runs_in_a_real_process(tmp_path, data_file):
     assert "Traceback" not in bad.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.minilm
 def test_train_defaults_to_minilm_tfidf_auto_C_accuracy_thresholds(capsys, tmp_path, debian_rows):
     rows = [{k: r[k] for k in ("text", "section", "role")} for r in debian_rows[:150]]
@@ -295,6 +303,7 @@ def test_version(capsys):
     assert capsys.readouterr().out == f"manyheads {manyheads.__version__}\n"
 
 
+@pytest.mark.heavy
 def test_one_name_for_one_trunk(capsys, tmp_path, data_file):
     """A trunk is stored under the name it is given by (tfidf, a+b, a@1+b@0.5), a retrain
     naming it again is accepted, and a bundle that wrote the tfidf preset as "hashing"
@@ -318,6 +327,7 @@ def test_one_name_for_one_trunk(capsys, tmp_path, data_file):
     assert Bundle(trunk={"type": "hashing", "dim": 512}, cache=None).trunk_name == "hashing"
 
 
+@pytest.mark.heavy
 def test_predict_on_a_terminal_is_compact_json_when_asked(capsys, monkeypatch, tmp_path, data_file):
     bundle = tmp_path / "b"
     _train(capsys, data_file, bundle, "--task", "section", "--task", "role:multilabel")

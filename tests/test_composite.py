@@ -87,6 +87,7 @@ def test_sparse_features_fit_the_same_head_as_dense():
     np.testing.assert_allclose(sparse.predict_proba(X), dense.predict_proba(X.toarray()), atol=1e-4)
 
 
+@pytest.mark.heavy
 def test_bundle_fits_composite_trunk_once_and_saves_its_state(
     tiny_model_dir: Path, tmp_path: Path, debian_rows, cache
 ):
