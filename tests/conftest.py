@@ -1,9 +1,11 @@
-"""Shared fixtures: a tiny random transformer folder, real Debian sample rows, counting trunks."""
+"""Shared fixtures: a tiny random transformer folder, real Debian sample rows, counting
+trunks, servers, a headless browser."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -352,3 +354,26 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
         except subprocess.TimeoutExpired:
             proc.kill()
         fh.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless chromium driven by Selenium (the playground and report tests);
+    skipped where it is not installed, unless ``MANYHEADS_REQUIRE_BROWSER=1``."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        if os.environ.get("MANYHEADS_REQUIRE_BROWSER") == "1":
+            pytest.fail(
+                "chromium and chromedriver are needed (apt install chromium chromium-driver)"
+            )
+        pytest.skip("chromium / chromedriver not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(chromedriver), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()

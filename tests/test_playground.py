@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,27 +15,6 @@ from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.heavy  # left out of scripts/test.sh --quick
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (CHROMIUM and CHROMEDRIVER):
-        if os.environ.get("MANYHEADS_REQUIRE_BROWSER") == "1":
-            pytest.fail(
-                "chromium and chromedriver are needed (apt install chromium chromium-driver)"
-            )
-        pytest.skip("chromium / chromedriver not installed")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture(scope="module")

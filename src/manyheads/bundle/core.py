@@ -27,12 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cache import EmbeddingCache
-from ..errors import (
-    BundleError,
-    DataError,
-    FingerprintMismatchError,
-    UnknownHeadError,
-)
+from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHeadError, require
 from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
 from ..heads.decode import check_scores
 from ..heads.record import HeadLimits, check_label_values
@@ -554,14 +549,24 @@ class Bundle(BundleFolder):
         return {n: probs[n] for n in names}
 
     def evaluate(
-        self, texts: Sequence[str], labels: Mapping[str, Sequence[Any]]
+        self,
+        texts: Sequence[str],
+        labels: Mapping[str, Sequence[Any]],
+        *,
+        report: str | os.PathLike[str] | None = None,
+        progress: bool = False,
     ) -> dict[str, dict[str, Any]]:
         """Metrics of each head in ``labels`` on these texts (one trunk pass for all;
-        :func:`manyheads.evaluate.holdout.evaluate_heads`)."""
+        :func:`manyheads.evaluate.holdout.evaluate_heads`); ``report``: a folder for
+        ``report.html`` and ``report.json`` (figures of every head's answers)."""
         from ..evaluate.holdout import evaluate_heads
 
         names = self.resolve_heads(list(labels))
-        return evaluate_heads({n: self._state.heads[n] for n in names}, self.embed(texts), labels)
+        if report is not None:
+            require("matplotlib", "report")  # before the trunk pass
+        heads = {n: self._state.heads[n] for n in names}
+        X = self.embed(texts, progress=progress)
+        return evaluate_heads(heads, X, labels, report=report)
 
     # -- persistence -------------------------------------------------------
 

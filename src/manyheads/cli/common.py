@@ -113,6 +113,11 @@ HELP: dict[str, str | None] = {
         "Texts over --max-chars: 'refuse' (an error naming the text) or 'window' (read in "
         "pieces of --max-chars, probabilities averaged)."
     ),
+    "--report": (
+        "A folder to write report.html (figures of each head's answers: confusions, F1 "
+        "per label, reliability before and after temperature scaling, scores) and "
+        "report.json into (the report extra: matplotlib)."
+    ),
     "label:--long-texts": (
         "Texts over --max-chars: 'refuse' (a bad row, in the errors file) or 'window' "
         "(read in pieces of --max-chars, probabilities averaged)."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +35,7 @@ def eval_(
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tier: TierOpt = None,
+    report: Annotated[Path | None, opt("--report")] = None,
 ) -> None:
     """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped)."""
     metrics, notes = jobs.evaluate_file(
@@ -45,9 +47,13 @@ def eval_(
         cache_dir=cache_dir,
         no_cache=no_cache,
         tier=tier,
+        report=report,
+        progress=sys.stderr.isatty(),
     )
     for note in notes:
         typer.echo(f"note: {note}", err=True)
+    if report is not None:
+        typer.echo(f"report: {report / 'report.html'}", err=True)
     if as_json:
         typer.echo(json.dumps({"heads": metrics}))
         return

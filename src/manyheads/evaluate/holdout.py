@@ -4,6 +4,7 @@ the head never saw counts as an error)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,8 +14,9 @@ from ..errors import DataError
 from ..heads.decode import decide
 from ..heads.targets import encode_targets, known_rows
 from .metrics import head_metrics
+from .report import HeadOutcome, write_report
 
-__all__ = ["evaluate_heads", "head_scores", "known_only"]
+__all__ = ["evaluate_heads", "head_scores", "known_only", "outcome"]
 
 
 def known_only(head: Any, X: Any, labels: Sequence[Any]) -> tuple[Any, list[Any]]:
@@ -24,30 +26,42 @@ def known_only(head: Any, X: Any, labels: Sequence[Any]) -> tuple[Any, list[Any]
     return (X if head.kind == "multilabel" else X[rows]), kept
 
 
-def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> dict:
-    """Accuracy, F1s and ECE of ``head`` on ``X`` / ``labels``. ``unseen``: a single
-    label the head does not know counts as an error (else every label must be known)."""
+def outcome(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> HeadOutcome:
+    """What ``head`` answers on ``X`` against ``labels``. ``unseen``: a single label the
+    head does not know is the target -1, an error (else every label must be known)."""
     proba = head.predict_proba(X)
     classes = head.classes_.tolist()
     picked = decide(head.kind, proba, head.thresholds_)
     if head.kind == "multilabel":
         target = encode_targets("multilabel", labels, classes).y
-        return head_metrics(head.kind, target, picked, proba)
-    if unseen:
+    elif unseen:
         index = {c: i for i, c in enumerate(classes)}
         target = np.array([index.get(v, -1) for v in labels])
     else:
         target = encode_targets(head.kind, labels, classes).y
-    return head_metrics(head.kind, target, picked, proba)
+    return HeadOutcome(head.kind, classes, target, picked, proba, float(head.temperature_))
+
+
+def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> dict:
+    """Accuracy, F1s and ECE of ``head`` on ``X`` / ``labels`` (``unseen``: see
+    :func:`outcome`)."""
+    found = outcome(head, X, labels, unseen=unseen)
+    return head_metrics(found.kind, found.target, found.picked, found.proba)
 
 
 def evaluate_heads(
-    heads: Mapping[str, Any], X: Any, labels: Mapping[str, Sequence[Any]]
+    heads: Mapping[str, Any],
+    X: Any,
+    labels: Mapping[str, Sequence[Any]],
+    *,
+    report: str | os.PathLike[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Metrics of each head on the rows of ``X`` (one embedding for all): labels a
     multiclass / binary head never saw count as errors; a multilabel head is scored on
-    the labels it knows; both list the unseen labels (at most 20)."""
+    the labels it knows; both list the unseen labels (at most 20). ``report``: a folder
+    to write the figures into (:func:`~manyheads.evaluate.report.write_report`)."""
     out = {}
+    outcomes = {}
     for name, head in heads.items():
         y = list(labels[name])
         if len(y) != X.shape[0]:
@@ -56,12 +70,18 @@ def evaluate_heads(
         if head.kind == "multilabel":
             unseen = sorted({lab for labs in y for lab in labs} - known)
             _, y = known_only(head, X, y)
-            metrics = head_scores(head, X, y)
+            found = outcome(head, X, y)
         else:
             unseen = sorted({v for v in y if v not in known}, key=str)
-            metrics = head_scores(head, X, y, unseen=True)
-        metrics = {"kind": head.kind, **metrics}
+            found = outcome(head, X, y, unseen=True)
+        metrics = {
+            "kind": head.kind,
+            **head_metrics(found.kind, found.target, found.picked, found.proba),
+        }
         if unseen:
             metrics["unseen_labels"] = [str(u) for u in unseen[:20]]
         out[name] = metrics
+        outcomes[name] = found
+    if report is not None:
+        write_report(report, out, outcomes)
     return out

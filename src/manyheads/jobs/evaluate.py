@@ -23,12 +23,16 @@ def evaluate_file(
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
     tier: int | None = None,
+    report: str | Path | None = None,
+    progress: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Metrics of the bundle's heads on a labelled file.
 
     Returns ``(metrics by head, notes)``; a head whose field the file lacks is
     skipped with a note. Each head reads the field it was trained from.
-    ``tier``: a byte bundle's heads at that tier.
+    ``tier``: a byte bundle's heads at that tier. ``report``: a folder for
+    ``report.html`` / ``report.json`` (figures of each head's answers).
+    ``progress``: a progress bar while the texts go through the trunk.
     """
     bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache, tier=tier)
     names = bundle.resolve_heads(heads)
@@ -51,4 +55,5 @@ def evaluate_file(
             f"{dataset.source} has none of the heads' label fields "
             f"({', '.join(s.field for s in specs)})"
         )
-    return bundle.evaluate(dataset.texts, dataset.labels), notes
+    metrics = bundle.evaluate(dataset.texts, dataset.labels, report=report, progress=progress)
+    return metrics, notes
