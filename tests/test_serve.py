@@ -232,8 +232,8 @@ def test_serve_refuses_a_missing_bundle(tmp_path: Path, capsys):
     [
         (["--max-batch", "0"], "max_batch must be a positive integer"),
         (["--max-wait-ms", "-1"], "max_wait_ms must be between"),
-        (["--max-texts", "0"], "max_texts must be a positive integer"),
-        (["--long-texts", "cut"], "long_texts must be one of"),
+        (["--max-texts", "0"], "--max-texts must be a positive integer, got 0"),
+        (["--long-texts", "cut"], "--long-texts must be one of refuse, window, got 'cut'"),
         (["--max-body-mb", "0"], "--max-body-mb must be > 0"),
     ],
 )
