@@ -49,6 +49,8 @@ def _fit_all_kinds(bundle: Bundle, rows) -> None:
     bundle.fit_head("section_mlp", texts, section, head="mlp", seed=0)
     bundle.fit_head("library_mlp", texts, library, kind="binary", head="mlp", seed=0)
     bundle.fit_head("role_mlp", texts, role, kind="multilabel", head="mlp", seed=0)
+    tree = [[f"{lib}::{sec}"] for lib, sec in zip(library, section, strict=True)]
+    bundle.fit_head("tree", texts, tree, kind="hierarchical", seed=0)
 
 
 @pytest.fixture(scope="module")

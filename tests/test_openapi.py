@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from manyheads.heads import KINDS
+
 pytest.importorskip("fastapi")
 
 from manyheads.serve import create_app
@@ -51,5 +53,5 @@ def test_schema_documents_every_endpoint_and_body(tmp_path):
     body = paths["/v1/predict"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["required"] == ["texts"]
     train = paths["/v1/heads/{name}/train"]["post"]["requestBody"]["content"]["application/json"]
-    assert train["schema"]["properties"]["kind"]["enum"] == ["multiclass", "binary", "multilabel"]
+    assert train["schema"]["properties"]["kind"]["enum"] == list(KINDS)
     assert "413" in paths["/v1/predict"]["post"]["responses"]

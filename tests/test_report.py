@@ -18,7 +18,12 @@ FIGURES = {
     "section": ["confusions", "f1", "reliability", "scores"],  # 30+ sections: top confusions
     "library": ["confusion", "f1", "reliability", "scores"],
     "role": ["f1", "reliability", "scores"],
+    "tree": ["f1", "levels", "reliability", "scores"],  # hierarchical: library::section
 }
+
+
+def _tree(row: dict) -> list[str]:
+    return [f"{row['library']}::{row['section']}"]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +33,10 @@ def reported(tmp_path_factory, debian_rows, debian_test_rows) -> Path:
     b.fit_head("section", texts, [r["section"] for r in debian_rows])
     b.fit_head("library", texts, [r["library"] for r in debian_rows], kind="binary")
     b.fit_head("role", texts, [r["role"] for r in debian_rows], kind="multilabel")
+    b.fit_head("tree", texts, [_tree(r) for r in debian_rows], kind="hierarchical")
     folder = tmp_path_factory.mktemp("report")
-    labels = {h: [r[h] for r in debian_test_rows] for h in FIGURES}
+    labels = {h: [r[h] for r in debian_test_rows] for h in FIGURES if h != "tree"}
+    labels["tree"] = [_tree(r) for r in debian_test_rows]
     metrics = b.evaluate([r["text"] for r in debian_test_rows], labels, report=folder)
     doc = json.loads((folder / "report.json").read_text(encoding="utf-8"))
     assert metrics == {head: entry["metrics"] for head, entry in doc["heads"].items()}

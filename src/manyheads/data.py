@@ -32,6 +32,9 @@ __all__ = [
     "split_indices",
 ]
 
+# the kinds whose label is a list per text (heads.kinds.SET_KINDS; data sits below heads)
+LIST_KINDS = ("multilabel", "hierarchical")
+
 _TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
 
 
@@ -250,7 +253,7 @@ def load_dataset(
             if spec.field not in record:
                 raise DataError(f"{where}: missing field {spec.field!r} for head {spec.name!r}")
             value = record[spec.field]
-            if spec.kind == "multilabel":
+            if spec.kind in LIST_KINDS:
                 columns[spec.name].append(_label_list(value, where, spec.field, label_sep))
             else:
                 if value is None:

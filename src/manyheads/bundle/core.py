@@ -30,6 +30,7 @@ from ..cache import EmbeddingCache
 from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHeadError, require
 from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
 from ..heads.decode import check_scores
+from ..heads.kinds import SET_KINDS
 from ..heads.record import HeadLimits, check_label_values
 from ..trunks import (
     Features,
@@ -64,9 +65,7 @@ _DEFAULT = "default"
 
 def _blank_answer(kind: str, scores: str) -> dict[str, Any]:
     """What a head answers for an empty text: no label (see ``Bundle.predict``)."""
-    answer: dict[str, Any] = (
-        {"labels": []} if kind == "multilabel" else {"label": None, "score": None}
-    )
+    answer: dict[str, Any] = {"labels": []} if kind in SET_KINDS else {"label": None, "score": None}
     if scores != "none":
         answer["scores"] = {}
     return answer

@@ -16,6 +16,7 @@ import numpy as np
 from .._io import atomic_write_bytes
 from ..errors import BundleError, require
 from ..heads import FusedHeads
+from ..heads.kinds import SET_KINDS
 from ..trunks.onnxrt import EMBEDDING, HEAD_PREFIX, META_HEADS, OnnxTrunk
 
 __all__ = ["HEADS", "compose_heads", "const", "graph_file_name", "rewrite_heads", "serialize"]
@@ -87,7 +88,7 @@ def compose_heads(model: Any, fused: FusedHeads | None) -> Any:
             out = HEAD_PREFIX + name
             if spec.kind == "multiclass":
                 nodes.append(h.make_node("Softmax", [z], [out], name=p + "softmax", axis=1))
-            elif spec.kind == "multilabel":
+            elif spec.kind in SET_KINDS:  # hierarchical: decided top-down after the graph
                 nodes.append(h.make_node("Sigmoid", [z], [out], name=p + "sigmoid"))
             else:
                 nodes += [

@@ -28,8 +28,8 @@ HELP: dict[str, str | None] = {
     "train:data": "CSV, TSV, JSONL or Parquet file.",
     "--task": (
         "A head to train: NAME[=FIELD][:KIND], FIELD defaulting to NAME and KIND to "
-        "multiclass (or binary, multilabel), e.g. topic, lang=language, tags:multilabel; "
-        "repeat for more heads."
+        "multiclass (or binary, multilabel, hierarchical), e.g. topic, lang=language, "
+        "tags:multilabel, tags:hierarchical; repeat for more heads."
     ),
     "--group-field": "Rows sharing a group stay on one side of the train/validation split.",
     "--trunk": (
@@ -124,6 +124,9 @@ HELP: dict[str, str | None] = {
     ),
     "--max-labels": "Most labels (classes) of one head.",
     "--label-sep": "Separator of multilabel fields given as strings.",
+    "--label-path-sep": (
+        "What separates the parts of a hierarchical head's labels (role::program; a/b/c with '/')."
+    ),
     "label:input": "A JSONL, JSONL.gz, CSV, TSV or Parquet file, or a folder of them.",
     "--output": (
         "The file to write (its format from its name: .jsonl, .jsonl.gz, .csv, .tsv, "

@@ -12,8 +12,9 @@ import numpy as np
 
 from ..errors import DataError
 from ..heads.decode import decide
+from ..heads.kinds import SET_KINDS, expand_paths
 from ..heads.targets import encode_targets, known_rows
-from .metrics import head_metrics
+from .metrics import head_metrics, hierarchical_metrics
 from .report import HeadOutcome, write_report
 
 __all__ = ["evaluate_heads", "head_scores", "known_only", "outcome"]
@@ -23,7 +24,7 @@ def known_only(head: Any, X: Any, labels: Sequence[Any]) -> tuple[Any, list[Any]
     """``(X, labels)`` without what ``head`` never saw in training (rows whose single
     label is unseen go; a multilabel row keeps its known labels)."""
     rows, kept = known_rows(head.kind, list(labels), head.classes_.tolist())
-    return (X if head.kind == "multilabel" else X[rows]), kept
+    return (X if head.kind in SET_KINDS else X[rows]), kept
 
 
 def outcome(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> HeadOutcome:
@@ -31,9 +32,9 @@ def outcome(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -
     head does not know is the target -1, an error (else every label must be known)."""
     proba = head.predict_proba(X)
     classes = head.classes_.tolist()
-    picked = decide(head.kind, proba, head.thresholds_)
-    if head.kind == "multilabel":
-        target = encode_targets("multilabel", labels, classes).y
+    picked = decide(head.kind, proba, head.thresholds_, head.parents_)
+    if head.kind in SET_KINDS:
+        target = encode_targets(head.kind, labels, classes, path_sep=head.path_sep).y
     elif unseen:
         index = {c: i for i, c in enumerate(classes)}
         target = np.array([index.get(v, -1) for v in labels])
@@ -45,8 +46,14 @@ def outcome(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -
 def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> dict:
     """Accuracy, F1s and ECE of ``head`` on ``X`` / ``labels`` (``unseen``: see
     :func:`outcome`)."""
-    found = outcome(head, X, labels, unseen=unseen)
-    return head_metrics(found.kind, found.target, found.picked, found.proba)
+    return _metrics(head, outcome(head, X, labels, unseen=unseen))
+
+
+def _metrics(head: Any, found: HeadOutcome) -> dict[str, Any]:
+    metrics = head_metrics(found.kind, found.target, found.picked, found.proba)
+    if found.kind == "hierarchical" and metrics["n"]:
+        metrics |= hierarchical_metrics(found.target, found.picked, head.parents_)
+    return metrics
 
 
 def evaluate_heads(
@@ -67,17 +74,18 @@ def evaluate_heads(
         if len(y) != X.shape[0]:
             raise DataError(f"head {name!r}: {X.shape[0]} texts but {len(y)} labels")
         known = set(head.classes_.tolist())
-        if head.kind == "multilabel":
+        if head.kind == "hierarchical":  # unknown nodes of a path are left out
+            nodes = {n for paths in y for n in expand_paths(paths, head.path_sep)}
+            unseen = sorted(nodes - known)
+            found = outcome(head, X, y)
+        elif head.kind == "multilabel":
             unseen = sorted({lab for labs in y for lab in labs} - known)
             _, y = known_only(head, X, y)
             found = outcome(head, X, y)
         else:
             unseen = sorted({v for v in y if v not in known}, key=str)
             found = outcome(head, X, y, unseen=True)
-        metrics = {
-            "kind": head.kind,
-            **head_metrics(found.kind, found.target, found.picked, found.proba),
-        }
+        metrics = {"kind": head.kind, **_metrics(head, found)}
         if unseen:
             metrics["unseen_labels"] = [str(u) for u in unseen[:20]]
         out[name] = metrics

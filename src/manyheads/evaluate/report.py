@@ -5,9 +5,9 @@
   that, the most frequent confusions as bars), F1 per label, the reliability diagram
   of the top-label confidence before and after temperature scaling, and histograms of
   that confidence for right and wrong answers;
-- multilabel heads: F1 per label, the reliability diagram of every (text, label)
-  probability before and after temperature scaling, and histograms of the
-  probabilities of labels a text has and has not.
+- multilabel and hierarchical heads: F1 per label (hierarchical: and per level), the
+  reliability diagram of every (text, label) probability before and after temperature
+  scaling, and histograms of the probabilities of labels a text has and has not.
 
 Figures are drawn with matplotlib (the ``report`` extra), off screen.
 """
@@ -28,6 +28,7 @@ import numpy as np
 
 from .._io import atomic_write_text
 from ..errors import require
+from ..heads.kinds import SET_KINDS
 from .metrics import per_label_f1
 
 __all__ = ["MATRIX_LABELS", "HeadOutcome", "write_report"]
@@ -68,7 +69,7 @@ class HeadOutcome:
 def _confidence(outcome: HeadOutcome, proba: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(probability, whether it was right)`` pairs the reliability diagram bins: the
     top label of a single-label head, every (text, label) of a multilabel head."""
-    if outcome.kind == "multilabel":
+    if outcome.kind in SET_KINDS:
         return proba.ravel(), outcome.target.ravel() > 0
     return proba.max(axis=1), np.argmax(proba, axis=1) == outcome.target
 
@@ -98,12 +99,14 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _figures(name: str, outcome: HeadOutcome, f1: dict[str, float]) -> list[dict[str, str]]:
+def _figures(
+    name: str, outcome: HeadOutcome, f1: dict[str, float], metrics: dict[str, Any]
+) -> list[dict[str, str]]:
     """The head's figures: ``{"id", "title", "png"}`` each."""
     plt = require("matplotlib.pyplot", "report")
     figures = []
     classes = [str(c) for c in outcome.classes]
-    single = outcome.kind != "multilabel"
+    single = outcome.kind not in SET_KINDS
     if single and len(classes) <= MATRIX_LABELS:
         from sklearn.metrics import ConfusionMatrixDisplay
 
@@ -140,6 +143,14 @@ def _figures(name: str, outcome: HeadOutcome, f1: dict[str, float]) -> list[dict
     more = f" (the {len(shown)} most frequent)" if len(shown) < len(classes) else ""
     ax.set_title(f"{name}: F1 per label{more}")
     figures.append({"id": "f1", "title": "F1 per label", "png": _png(fig)})
+    levels = metrics.get("f1_per_level") or {}
+    if levels:  # hierarchical heads
+        fig, ax = plt.subplots(figsize=(5, 3))
+        ax.bar([f"level {k}" for k in levels], list(levels.values()))
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("micro F1")
+        ax.set_title(f"{name}: F1 per level (hierarchical F1 {metrics['hierarchical_f1']:.3f})")
+        figures.append({"id": "levels", "title": "F1 per level", "png": _png(fig)})
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], linestyle=":", color="grey")
     for label, proba in (("before scaling", outcome.uncalibrated()), ("after", outcome.proba)):
@@ -191,7 +202,7 @@ def write_report(
     sections = []
     for name, outcome in outcomes.items():
         f1 = per_label_f1(outcome.kind, outcome.target, outcome.picked, outcome.classes)
-        figures = _figures(name, outcome, f1)
+        figures = _figures(name, outcome, f1, metrics[name])
         doc["heads"][name] = {
             "metrics": metrics[name],
             "f1_per_label": f1,

@@ -20,7 +20,7 @@ from .calibration import (
     tune_thresholds,
 )
 from .decode import decide
-from .kinds import check_kind, label_problem
+from .kinds import SET_KINDS, check_kind, check_path_sep, label_problem, parent_index
 from .record import CheckedRecord
 from .targets import encode_targets, known_rows, learn_targets
 
@@ -34,6 +34,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     """
 
     kind: str
+    path_sep: str
     calibrate: bool
     thresholds: str
     class_weight: Any
@@ -51,6 +52,8 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         """The settings every head has: kind, thresholds objective, class weights."""
         self._check_thresholds()
         check_kind(self.kind)
+        if self.kind == "hierarchical":
+            check_path_sep(self.path_sep)
         if not (
             self.class_weight is None
             or self.class_weight == "balanced"
@@ -82,6 +85,13 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
     @property
+    def parents_(self) -> np.ndarray | None:
+        """A hierarchical head's parent of each label (an index, -1 for a root)."""
+        if self.kind != "hierarchical":
+            return None
+        return parent_index(self.classes_.tolist(), self.path_sep)
+
+    @property
     def n_outputs_(self) -> int:
         """Outputs of the head's last layer: 1 for binary, else one per class / label."""
         if not self.fitted:
@@ -90,8 +100,10 @@ class HeadBase(ClassifierMixin, BaseEstimator):
 
     def _record_fields(self) -> dict[str, Any]:
         """The fields of the head's stored record every type has."""
-        return {
-            "kind": self.kind,
+        fields: dict[str, Any] = {"kind": self.kind}
+        if self.kind == "hierarchical":
+            fields["path_sep"] = self.path_sep
+        return fields | {
             "labels": self.classes_.tolist(),
             "temperature": float(self.temperature_),
             "thresholds": None
@@ -103,8 +115,10 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         """Labels, temperature and thresholds from a checked stored record."""
         self.classes_ = np.asarray(checked.labels)
         self._fit_indicator = False
+        if checked.path_sep is not None:
+            self.path_sep = checked.path_sep
         self.temperature_ = checked.temperature
-        n_thr = len(checked.labels) if self.kind == "multilabel" else 1
+        n_thr = len(checked.labels) if self.kind in SET_KINDS else 1
         thresholds = checked.thresholds
         self.thresholds_ = (
             np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
@@ -122,7 +136,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
                 raise DataError("multilabel targets contain no label at all")
             return (y != 0).astype(np.float32)
         self._fit_indicator = False
-        if self.kind != "multilabel":
+        if self.kind not in SET_KINDS:
             y = np.asarray(y)
             if y.ndim == 2 and y.shape[1] == 1:
                 warnings.warn(
@@ -138,7 +152,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
             for i, value in enumerate(y):
                 if isinstance(value, float) and not math.isfinite(value):
                     raise DataError(f"label #{i} {label_problem(value)}")
-        targets = learn_targets(self.kind, y)
+        targets = learn_targets(self.kind, y, path_sep=self.path_sep)
         self.classes_ = np.asarray(targets.classes)
         return targets.y
 
@@ -156,15 +170,15 @@ class HeadBase(ClassifierMixin, BaseEstimator):
                     f"indicator matrix has {y.shape[1]} columns, expected {len(self.classes_)}"
                 )
             return (y != 0).astype(np.float32)
-        labels = y if self.kind == "multilabel" else np.asarray(y).tolist()
-        return encode_targets(self.kind, labels, self.classes_.tolist()).y
+        labels = y if self.kind in SET_KINDS else np.asarray(y).tolist()
+        return encode_targets(self.kind, labels, self.classes_.tolist(), path_sep=self.path_sep).y
 
     def _known_validation(self, X_val: Any, y_val: Any) -> tuple[Any, np.ndarray]:
         """Validation rows and encoded targets (binary: float 0/1), without what the
         training data lacked (:func:`~manyheads.heads.targets.known_rows`)."""
         if X_val.shape[0] != len(y_val):
             raise DataError(f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val)} labels")
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             return X_val, self._encode_targets(y_val)
         rows, labels = known_rows(self.kind, np.asarray(y_val).tolist(), self.classes_.tolist())
         target = self._encode_targets(labels)
@@ -185,7 +199,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         z = self.decision_function(X_val, raw=True)
         if self.calibrate:
             self.temperature_ = fit_temperature(z, target, self.kind)
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             self.thresholds_ = tune_thresholds(
                 expit(z / self.temperature_), target, self.thresholds
             )
@@ -236,14 +250,14 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     def predict_from_proba(self, proba: np.ndarray) -> np.ndarray:
         """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel): the same
         decision as every answer's (:func:`~manyheads.heads.decode.decide`)."""
-        picked = decide(self.kind, proba, self.thresholds_)
-        return picked if self.kind == "multilabel" else self.classes_[picked]
+        picked = decide(self.kind, proba, self.thresholds_, self.parents_)
+        return picked if self.kind in SET_KINDS else self.classes_[picked]
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # fit and predict take CSR matrices
         if self.kind == "binary":
             tags.classifier_tags.multi_class = False
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             tags.target_tags.multi_output = True
         return tags

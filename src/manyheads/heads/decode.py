@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from .kinds import SET_KINDS, node_depths
 
 __all__ = [
     "SCORES",
@@ -48,12 +49,24 @@ def activate(kind: str, z: np.ndarray) -> np.ndarray:
     return p
 
 
-def decide(kind: str, proba: np.ndarray, thresholds: np.ndarray | None) -> np.ndarray:
+def decide(
+    kind: str,
+    proba: np.ndarray,
+    thresholds: np.ndarray | None,
+    parents: np.ndarray | None = None,
+) -> np.ndarray:
     """The pick of each row: the class index (multiclass: the most probable; binary: 1
     when the positive class reaches its threshold) or, multilabel, a 0/1 row of the
-    labels whose probability reaches their thresholds."""
-    if kind == "multilabel":
-        return (proba >= thresholds).astype(np.int64)
+    labels whose probability reaches their thresholds. Hierarchical (``parents``: each
+    label's parent index, -1 for a root): top-down, a label is picked when it reaches
+    its threshold and its parent is picked, so no child comes without its parent."""
+    if kind in SET_KINDS:
+        hits = proba >= thresholds
+        if kind == "hierarchical" and parents is not None and len(parents):
+            for label in np.argsort(node_depths(parents), kind="stable").tolist():
+                if parents[label] >= 0:
+                    hits[:, label] &= hits[:, parents[label]]
+        return hits.astype(np.int64)
     if kind == "binary":
         assert thresholds is not None
         return (proba[:, 1] >= thresholds[0]).astype(np.int64)
@@ -66,20 +79,21 @@ def answers(
     thresholds: np.ndarray | None,
     proba: np.ndarray,
     scores: str = "all",
+    parents: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """One head's answers from its probabilities (the shape ``Bundle.predict`` documents);
     ``scores``: every class's score (``all``), the best five, highest first (``top``;
     ties in label order), or none (``none``)."""
     rounded_array = np.round(proba.astype(np.float64), 6)
     rounded = rounded_array.tolist()
-    picked = decide(kind, proba, thresholds).tolist()
+    picked = decide(kind, proba, thresholds, parents).tolist()
     if scores == "all":
         kept: list[dict[Any, float]] = [dict(zip(labels, ps, strict=True)) for ps in rounded]
     elif scores == "top":
         order = np.argsort(-rounded_array, axis=1, kind="stable")[:, :TOP_SCORES].tolist()
         kept = [{labels[j]: ps[j] for j in best} for ps, best in zip(rounded, order, strict=True)]
     out: list[dict[str, Any]]
-    if kind == "multilabel":
+    if kind in SET_KINDS:
         out = [
             {"labels": [lab for lab, hit in zip(labels, hits, strict=True) if hit]}
             for hits in picked

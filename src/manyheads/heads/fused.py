@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import DataError
 from .decode import SCORES, activate, answers, check_scores
-from .kinds import KINDS
+from .kinds import KINDS, parent_index
 from .record import check_record
 
 __all__ = [
@@ -53,6 +53,7 @@ class HeadSpec:
     W2: np.ndarray | None
     b2: np.ndarray | None
     digest: str
+    parents: np.ndarray | None = None  # hierarchical: each label's parent (-1: a root)
 
     @property
     def n_outputs(self) -> int:
@@ -63,7 +64,10 @@ def record_digest(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) 
     """Hash of what a head computes: its type, kind, labels, temperature, thresholds, weights."""
     h = hashlib.sha256()
     keys = ("type", "kind", "labels", "temperature", "thresholds")
-    h.update(json.dumps([record.get(k) for k in keys], default=str).encode())
+    fields = [record.get(k) for k in keys]
+    if record.get("path_sep") is not None:  # hierarchical heads only: older digests stay
+        fields.append(record["path_sep"])
+    h.update(json.dumps(fields, default=str).encode())
     for name in sorted(tensors):
         arr = np.ascontiguousarray(tensors[name], dtype=np.float32)
         h.update(name.encode())
@@ -98,6 +102,9 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         W2=None if W2 is None else np.ascontiguousarray(W2, dtype=np.float32),
         b2=None if b2 is None else np.asarray(b2, dtype=np.float32),
         digest=record_digest(record, tensors),
+        parents=None
+        if checked.path_sep is None
+        else parent_index(checked.labels, checked.path_sep),
     )
 
 
@@ -214,4 +221,4 @@ class FusedHeads:
 
     def decode(self, name: str, proba: np.ndarray, scores: str = "all") -> list[dict[str, Any]]:
         spec = self.specs[name]
-        return answers(spec.kind, spec.labels, spec.thresholds, proba, scores)
+        return answers(spec.kind, spec.labels, spec.thresholds, proba, scores, spec.parents)

@@ -19,19 +19,29 @@ from ..errors import ConfigError, DataError
 __all__ = [
     "HEAD_TYPES",
     "KINDS",
+    "PATH_SEP",
+    "SET_KINDS",
     "STORED_HEAD_TYPES",
     "check_head_name",
     "check_head_type",
     "check_kind",
     "check_labels",
+    "check_path_sep",
     "distinct_labels",
+    "expand_paths",
     "head_type_problem",
     "kind_problem",
     "label_problem",
     "label_sets",
+    "node_depths",
+    "parent_index",
 ]
 
-KINDS = ("multiclass", "binary", "multilabel")
+KINDS = ("multiclass", "binary", "multilabel", "hierarchical")
+# kinds whose answer is a set of labels (a 0/1 row): a hierarchical head is a multilabel
+# head over every node of its label paths, decided top-down
+SET_KINDS = ("multilabel", "hierarchical")
+PATH_SEP = "::"  # a hierarchical label's parts: "role::program" is in "role"
 # what fit_head takes: a head fused into the one matrix product, a small MLP, or the
 # better of both on the validation split; a stored head is linear or mlp
 HEAD_TYPES = ("linear", "mlp", "auto")
@@ -110,10 +120,60 @@ def label_sets(labels: Sequence[Any]) -> list[list[Any]]:
 
 def distinct_labels(kind: str, labels: Sequence[Any]) -> list[Any]:
     """The distinct labels of a head's training labels, in first-seen order."""
-    if kind == "multilabel":
+    if kind in SET_KINDS:
         seen = (v for labs in labels for v in ([labs] if isinstance(labs, str) else labs))
         return list(dict.fromkeys(seen))
     return list(dict.fromkeys(labels))
+
+
+def check_path_sep(sep: object) -> str:
+    """A hierarchical head's path separator: a non-empty string without whitespace."""
+    if not isinstance(sep, str) or not sep or sep != sep.strip():
+        raise ConfigError(
+            f"the label path separator must be a non-empty string without spaces, got {sep!r}"
+        )
+    return sep
+
+
+def expand_paths(paths: Any, sep: str, where: str = "") -> list[str]:
+    """One text's label paths with every ancestor, each node once, in first-seen order
+    (``["role::program"]`` -> ``["role", "role::program"]``); a path with an empty part
+    is a :class:`DataError`."""
+    out: dict[str, None] = {}
+    for path in [paths] if isinstance(paths, str) else paths:
+        if not isinstance(path, str):
+            raise DataError(f"{where}label path {path!r} is not text")
+        parts = path.split(sep)
+        if any(not p.strip() for p in parts):
+            raise DataError(f"{where}label path {path!r} has an empty part (separator {sep!r})")
+        for depth in range(1, len(parts) + 1):
+            out.setdefault(sep.join(parts[:depth]), None)
+    return list(out)
+
+
+def parent_index(labels: Sequence[Any], sep: str) -> np.ndarray:
+    """For each label, the index of its parent among ``labels`` (-1 for a root); every
+    parent must be a label itself (a :class:`DataError` names the first missing)."""
+    index = {str(lab): i for i, lab in enumerate(labels)}
+    parents = np.full(len(labels), -1, dtype=np.int64)
+    for i, lab in enumerate(labels):
+        head, found, _ = str(lab).rpartition(sep)
+        if found:
+            if head not in index:
+                raise DataError(f"label {lab!r} has no parent {head!r} among the labels")
+            parents[i] = index[head]
+    return parents
+
+
+def node_depths(parents: np.ndarray) -> np.ndarray:
+    """Each label's depth from its parent indexes (-1: a root, depth 1)."""
+    depth = np.ones(len(parents), dtype=np.int64)
+    for label in range(len(parents)):
+        node = int(parents[label])
+        while node >= 0:
+            depth[label] += 1
+            node = int(parents[node])
+    return depth
 
 
 def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
@@ -129,14 +189,16 @@ def check_labels(name: str, kind: str, labels: Sequence[Any]) -> None:
             problem = label_problem(value) if isinstance(value, str | float) else None
             if problem is not None:
                 raise DataError(f"head {name!r}: label #{i} {problem}")
-        if kind == "multilabel":
+        if kind in SET_KINDS:
+            allowed = str if kind == "hierarchical" else _SCALAR
             ok = isinstance(label, str) or (
-                isinstance(label, _SETS) and all(isinstance(v, _SCALAR) for v in label)
+                isinstance(label, _SETS) and all(isinstance(v, allowed) for v in label)
             )
             if not ok:
+                what = "label paths (text)" if kind == "hierarchical" else "labels"
                 raise DataError(
-                    f"head {name!r}: label #{i} is {label!r}; a multilabel head takes a list "
-                    "of labels per text"
+                    f"head {name!r}: label #{i} is {label!r}; a {kind} head takes a list "
+                    f"of {what} per text"
                 )
         elif not isinstance(label, _SCALAR):
             raise DataError(

@@ -18,6 +18,7 @@ from .base import HeadBase
 from .calibration import (
     calibrated_nll,
 )
+from .kinds import PATH_SEP, SET_KINDS
 from .record import check_record
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
@@ -31,7 +32,7 @@ class LinearHead(HeadBase):
 
     Parameters
     ----------
-    kind : {"multiclass", "binary", "multilabel"}
+    kind : {"multiclass", "binary", "multilabel", "hierarchical"}
         ``multiclass``: one label out of K (softmax). ``binary``: two classes,
         one sigmoid output, ``classes_[1]`` is the positive class.
         ``multilabel``: any subset of L labels (one sigmoid per label).
@@ -82,8 +83,10 @@ class LinearHead(HeadBase):
         max_iter: int = 500,
         tol: float = 1e-4,
         warm_start: bool = False,
+        path_sep: str = PATH_SEP,
     ) -> None:
         self.kind, self.C, self.class_weight, self.calibrate = kind, C, class_weight, calibrate
+        self.path_sep = path_sep
         self.thresholds, self.max_iter, self.tol = thresholds, max_iter, tol
         self.warm_start = warm_start
 
@@ -126,7 +129,7 @@ class LinearHead(HeadBase):
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and not sw.any():
             raise DataError("sample_weight must contain at least one non-zero weight")
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             Y = target.astype(np.float64)
             pos_weight = self._label_weights(Y)
 
@@ -182,7 +185,7 @@ class LinearHead(HeadBase):
         self.coef_, self.intercept_, self.n_iter_ = sol.coef, sol.intercept, sol.n_iter
         if warm is None or not hasattr(self, "temperature_"):
             self.temperature_ = 1.0
-            n_thr = len(self.classes_) if self.kind == "multilabel" else 1
+            n_thr = len(self.classes_) if self.kind in SET_KINDS else 1
             self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
         if has_val:
             self.calibrate_on(X_val, y_val)
@@ -221,7 +224,7 @@ class LinearHead(HeadBase):
         the thresholds fitted on the validation split."""
         temperature = self.temperature_
         old: dict[Any, float] = {}
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             old = dict(zip(self.classes_.tolist(), self.thresholds_.tolist(), strict=True))
         binary_threshold = float(self.thresholds_[0])
         self.set_params(warm_start=True)
@@ -230,7 +233,7 @@ class LinearHead(HeadBase):
         finally:
             self.set_params(warm_start=False)
         self.temperature_ = temperature
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             self.thresholds_ = np.array(
                 [old.get(c, 0.5) for c in self.classes_.tolist()], dtype=np.float32
             )

@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
+from .kinds import PATH_SEP, SET_KINDS
 from .nn import task_loss
 from .record import check_record
 
@@ -78,7 +79,7 @@ class MLPHead(HeadBase):
 
     Parameters
     ----------
-    kind : {"multiclass", "binary", "multilabel"}
+    kind : {"multiclass", "binary", "multilabel", "hierarchical"}
         As for :class:`~manyheads.heads.linear.LinearHead`: softmax over K
         classes; one sigmoid output with ``classes_[1]`` the positive class;
         one sigmoid per label (targets as label lists or a 0/1 indicator matrix).
@@ -151,8 +152,10 @@ class MLPHead(HeadBase):
         calibrate: bool = True,
         thresholds: str = "f1",
         random_state: int | None = 0,
+        path_sep: str = PATH_SEP,
     ) -> None:
         self.kind, self.hidden, self.dropout, self.lr = kind, hidden, dropout, lr
+        self.path_sep = path_sep
         self.weight_decay, self.max_epochs, self.patience = weight_decay, max_epochs, patience
         self.batch_size, self.validation_fraction = batch_size, validation_fraction
         self.class_weight, self.calibrate, self.thresholds = class_weight, calibrate, thresholds
@@ -190,7 +193,7 @@ class MLPHead(HeadBase):
         """``(per-class weights, per-label positive weights)`` from ``class_weight``."""
         if self.class_weight is None:
             return None, None
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             if self.class_weight == "balanced":
                 pos = target.sum(0)
                 neg = target.shape[0] - pos
@@ -214,7 +217,7 @@ class MLPHead(HeadBase):
         rng = np.random.default_rng(seed)
         perm = rng.permutation(n)
         mask = np.zeros(n, dtype=bool)
-        if self.kind == "multilabel":
+        if self.kind in SET_KINDS:
             mask[perm[: round(n * frac)]] = True
         else:
             # stratified: random order within each class, stochastic rounding of
@@ -274,7 +277,7 @@ class MLPHead(HeadBase):
         self._train(X, target, Xv, tv, class_w, pos_w, seed)
 
         self.temperature_ = 1.0
-        n_thr = len(self.classes_) if self.kind == "multilabel" else 1
+        n_thr = len(self.classes_) if self.kind in SET_KINDS else 1
         self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
         if Xv is not None and tv is not None:
             self._calibrate(Xv, tv)

@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from .kinds import STORED_HEAD_TYPES, kind_problem, label_problem
+from .kinds import (
+    SET_KINDS,
+    STORED_HEAD_TYPES,
+    check_path_sep,
+    kind_problem,
+    label_problem,
+    parent_index,
+)
 
 __all__ = [
     "HEAD_TYPES_STORED",
@@ -103,9 +110,10 @@ class CheckedRecord:
     kind: str
     labels: list[Any]
     temperature: float
-    thresholds: np.ndarray | None  # binary: 1 value; multilabel: one per label
+    thresholds: np.ndarray | None  # binary: 1 value; multilabel / hierarchical: one per label
     params: dict[str, Any]
     tensors: dict[str, np.ndarray]  # float32, finite: coef, intercept / W1, b1, W2, b2
+    path_sep: str | None = None  # hierarchical: what separates a label's parts
 
     @property
     def n_outputs(self) -> int:
@@ -169,11 +177,18 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
         raise DataError(f"head {problem}")
     kind = str(kind)
     labels = check_label_values(record.get("labels"))
-    if len(labels) < (1 if kind == "multilabel" else 2):
-        raise DataError(
-            f"a {kind} head needs at least {1 if kind == 'multilabel' else 2} labels, "
-            f"got {len(labels)}"
-        )
+    least = 1 if kind in SET_KINDS else 2
+    if len(labels) < least:
+        raise DataError(f"a {kind} head needs at least {least} labels, got {len(labels)}")
+    path_sep = None
+    if kind == "hierarchical":
+        try:
+            path_sep = check_path_sep(record.get("path_sep"))
+        except ValueError as exc:
+            raise DataError(f"hierarchical head: {exc}") from None
+        if not all(isinstance(v, str) for v in labels):
+            raise DataError("a hierarchical head's labels are paths (text)")
+        parent_index(labels, path_sep)  # every label's parent is a label too
     if kind == "binary" and len(labels) != 2:
         raise DataError(f"a binary head has exactly 2 labels, got {len(labels)}")
     raw_t = record.get("temperature", 1.0)
@@ -186,7 +201,7 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
     thresholds = None
     if kind != "multiclass":
         raw = record.get("thresholds")
-        n_thr = len(labels) if kind == "multilabel" else 1
+        n_thr = len(labels) if kind in SET_KINDS else 1
         if raw is None:
             raw = [0.5] * n_thr
         if not isinstance(raw, list) or len(raw) != n_thr:
@@ -208,4 +223,5 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
         thresholds=thresholds,
         params=dict(params),
         tensors=_check_tensors(htype, kind, len(labels), n_outputs, tensors),
+        path_sep=path_sep,
     )

@@ -15,6 +15,7 @@ from .._progress import progress_bar
 from ..bundle import Bundle
 from ..cache import EmbeddingCache
 from ..data import Dataset, split_indices
+from ..heads.kinds import SET_KINDS
 from ..trunks.base import l2_normalise
 from ..trunks.byte import ByteTrunk
 from .options import BYTE_TRUNK_EPOCHS, TaskSpec, TrainReport
@@ -59,7 +60,7 @@ def train_new_byte(
 
     texts, n = dataset.texts, len(dataset.texts)
     if val_fraction > 0:
-        stratify = next((dataset.labels[s.name] for s in specs if s.kind != "multilabel"), None)
+        stratify = next((dataset.labels[s.name] for s in specs if s.kind not in SET_KINDS), None)
         train_idx, val_idx = split_indices(
             n,
             stratify=None if stratify is None else [str(v) for v in stratify],

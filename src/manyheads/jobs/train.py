@@ -11,7 +11,13 @@ from .._progress import progress_bar
 from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
-from ..heads.kinds import distinct_labels, head_type_problem
+from ..heads.kinds import (
+    PATH_SEP,
+    check_path_sep,
+    distinct_labels,
+    expand_paths,
+    head_type_problem,
+)
 from ..heads.record import HeadLimits
 from ..trunks import load_trunk
 from .byte import train_byte_heads, train_new_byte
@@ -53,6 +59,7 @@ def train_report(
     text_field: str = "text",
     group_field: str | None = None,
     label_sep: str = ",",
+    label_path_sep: str = PATH_SEP,
     val_fraction: float = 0.2,
     C: float | str = "auto",
     class_weight: str | None = None,
@@ -128,10 +135,19 @@ def train_report(
     if not exists and trunk != "byte" and tier is not None:
         raise ConfigError("{tier} is for byte trunks ({trunk} byte)", options=("tier", "trunk"))
     limits = HeadLimits() if max_labels is None else HeadLimits(max_labels=max_labels)
+    if any(spec.kind == "hierarchical" for spec in specs):
+        try:
+            check_path_sep(label_path_sep)
+        except ConfigError as exc:
+            raise ConfigError(f"{{label_path_sep}}: {exc}", options=("label_path_sep",)) from None
     dataset = read_tasks(data, specs, text_field, group_field, label_sep)
     for spec in specs:  # before any trunk work: 10^5 classes are refused at once
-        distinct = distinct_labels(spec.kind, dataset.labels[spec.name])
+        labels = dataset.labels[spec.name]
+        distinct = distinct_labels(spec.kind, labels)
         limits.check_labels(distinct, f"head {spec.name!r}")
+        if spec.kind == "hierarchical":  # a path with an empty part, named by its row
+            for i, paths in enumerate(labels):
+                expand_paths(paths, label_path_sep, f"{dataset.source}: row {i + 1}: ")
     common: dict[str, Any] = {
         "C": C,
         "class_weight": class_weight,
@@ -139,6 +155,7 @@ def train_report(
         "thresholds": thresholds,
         "seed": seed,
         "progress": progress,
+        "path_sep": label_path_sep,
     }
     cache = cache_setting(cache_dir, no_cache)
     if exists:

@@ -96,7 +96,7 @@ class PredictResponse(BaseModel):
 class TrainRequest(BaseModel):
     texts: Texts
     labels: list[Any] = Field(description="One per text; a list of labels for multilabel.")
-    kind: Literal["multiclass", "binary", "multilabel"] = "multiclass"
+    kind: Literal["multiclass", "binary", "multilabel", "hierarchical"] = "multiclass"
     head: Literal["linear", "mlp", "auto"] = "linear"
     groups: list[StrictStr | StrictInt] | None = Field(
         None, description="Group of each text (kept together in the validation split)."

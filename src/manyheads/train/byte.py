@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError, require
-from ..heads.kinds import check_kind
+from ..heads.kinds import SET_KINDS, check_kind
 from ..heads.nn import task_loss
 from ..heads.targets import Targets, learn_targets
 from ..trunks.base import check_texts
@@ -52,9 +52,9 @@ def _targets(name: str, labels: Sequence[Any], kind: str) -> Targets:
     check_kind(kind, f"task {name!r}:")
 
     def as_text(v: Any) -> Any:
-        if v is None or (kind == "multilabel" and not isinstance(v, list | tuple | set)):
+        if v is None or (kind in SET_KINDS and not isinstance(v, list | tuple | set)):
             return v  # no label; or not a list of labels, which learn_targets says
-        return [str(x) for x in v] if kind == "multilabel" else str(v)
+        return [str(x) for x in v] if kind in SET_KINDS else str(v)
 
     return learn_targets(kind, [as_text(v) for v in labels], where=f"task {name!r}: ", missing=True)
 
@@ -233,7 +233,7 @@ def train_byte_trunk(
                     y = torch.from_numpy(y_all[rows[present]])
                     sub = emb[torch.from_numpy(present)]
                     # binary tasks train two outputs, as multiclass ones do
-                    loss_kind = "multilabel" if kinds[name] == "multilabel" else "multiclass"
+                    loss_kind = "multilabel" if kinds[name] in SET_KINDS else "multiclass"
                     this = sum(
                         task_loss(loss_kind, head(sub[:, :d]), y)
                         for d, head in zip(config.dims, heads[name], strict=True)

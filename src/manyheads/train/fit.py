@@ -20,7 +20,14 @@ from ..data import check_groups, data_hash, split_indices
 from ..errors import DataError
 from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
-from ..heads.kinds import check_head_type, distinct_labels
+from ..heads.kinds import (
+    PATH_SEP,
+    SET_KINDS,
+    check_head_type,
+    check_path_sep,
+    distinct_labels,
+    expand_paths,
+)
 from ..heads.linear import LinearHead
 from ..trunks.base import check_texts
 
@@ -78,6 +85,7 @@ class FitOptions(TypedDict, total=False):
     keep_data: bool
     seed: int
     progress: bool
+    path_sep: str
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,14 @@ class HeadSummary:
 
 
 def new_head(
-    head_type: str, kind: str, *, C: float | str, class_weight: Any, seed: int, thresholds: str
+    head_type: str,
+    kind: str,
+    *,
+    C: float | str,
+    class_weight: Any,
+    seed: int,
+    thresholds: str,
+    path_sep: str = PATH_SEP,
 ) -> AnyHead:
     """An unfitted head of ``head_type`` ("linear" or "mlp"), its settings checked."""
     model: AnyHead
@@ -103,10 +118,13 @@ def new_head(
         from ..heads.mlp import MLPHead
 
         model = MLPHead(
-            kind=kind, class_weight=class_weight, random_state=seed, thresholds=thresholds
-        )
+            kind=kind, class_weight=class_weight, random_state=seed, thresholds=thresholds,
+            path_sep=path_sep,
+        )  # fmt: skip
     else:
-        model = LinearHead(kind=kind, C=C, class_weight=class_weight, thresholds=thresholds)
+        model = LinearHead(
+            kind=kind, C=C, class_weight=class_weight, thresholds=thresholds, path_sep=path_sep
+        )
     model.check_params()
     return model
 
@@ -118,7 +136,7 @@ def split(
     by label (multilabel: not stratified)."""
     return split_indices(
         len(labels),
-        stratify=None if kind == "multilabel" else [str(v) for v in labels],
+        stratify=None if kind in SET_KINDS else [str(v) for v in labels],
         groups=groups,
         val_fraction=fraction,
         seed=seed,
@@ -155,6 +173,7 @@ def fit_head(
     keep_data: bool = True,
     seed: int = 0,
     progress: bool = False,
+    path_sep: str = PATH_SEP,
 ) -> HeadSummary:
     """Train (or replace) head ``name`` of ``bundle`` on ``texts`` / ``labels``.
 
@@ -164,6 +183,11 @@ def fit_head(
     (both, keeping the one with the better validation accuracy).
     ``thresholds``: what binary / multilabel thresholds maximise on the
     validation split, ``"f1"`` (default) or ``"accuracy"``.
+
+    ``kind="hierarchical"``: each label is a path (``"role::program"``; parts
+    separated by ``path_sep``), one or several per text; the head answers every
+    node of the paths it finds, never a node without its parent (see
+    :func:`~manyheads.heads.decode.decide`).
 
     With ``keep_data`` (default) the training texts, labels and groups are
     saved in the bundle (``data/HASH.jsonl.gz``), so every head can be
@@ -196,6 +220,10 @@ def fit_head(
         if not t.strip():
             raise DataError(f"head {name!r}: text #{i} is empty")
     check_labels(name, kind, labels)
+    if kind == "hierarchical":  # every path read before any trunk call
+        check_path_sep(path_sep)
+        for i, paths in enumerate([*labels, *(val_labels or [])]):
+            expand_paths(paths, path_sep, f"head {name!r}: label #{i}: ")
     if groups is not None:
         groups = check_groups(groups, len(texts), f"head {name!r}")
     if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
@@ -204,8 +232,9 @@ def fit_head(
 
     def make(head_type: str) -> AnyHead:
         return new_head(
-            head_type, kind, C=C, class_weight=class_weight, seed=seed, thresholds=thresholds
-        )
+            head_type, kind, C=C, class_weight=class_weight, seed=seed, thresholds=thresholds,
+            path_sep=path_sep,
+        )  # fmt: skip
 
     for head_type in candidates:  # the settings are checked now, not after the embedding
         make(head_type)
