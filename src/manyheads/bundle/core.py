@@ -21,6 +21,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ from .store import (
 if TYPE_CHECKING:
     from typing import Unpack
 
+    from ..evaluate.protocols import ProtocolOptions
     from ..train.finetune import FinetuneOptions, FinetuneSummary
     from ..train.fit import FitOptions, HeadSummary
 
@@ -552,20 +554,28 @@ class Bundle(BundleFolder):
         texts: Sequence[str],
         labels: Mapping[str, Sequence[Any]],
         *,
+        protocol: str = "holdout",
         report: str | os.PathLike[str] | None = None,
         progress: bool = False,
+        **options: Unpack[ProtocolOptions],
     ) -> dict[str, dict[str, Any]]:
-        """Metrics of each head in ``labels`` on these texts (one trunk pass for all;
-        :func:`manyheads.evaluate.holdout.evaluate_heads`); ``report``: a folder for
-        ``report.html`` and ``report.json`` (figures of every head's answers)."""
-        from ..evaluate.holdout import evaluate_heads
+        """Metrics of each head in ``labels`` on these texts (one trunk pass for all):
+        ``protocol="holdout"`` scores the heads themselves
+        (:func:`manyheads.evaluate.holdout.evaluate_heads`; ``report``: a folder for
+        ``report.html`` / ``report.json``); ``"mteb"`` and ``"kfold"`` fit fresh heads
+        like them (:mod:`manyheads.evaluate.protocols`, which says the options)."""
+        from ..evaluate import holdout, protocols
 
         names = self.resolve_heads(list(labels))
+        heads = {n: self._state.heads[n] for n in names}
+        protocols.check_protocol(protocol, [k for k, v in options.items() if v is not None], report)
+        protocols.check_values({n: h.kind for n, h in heads.items()}, len(texts), options)
         if report is not None:
             require("matplotlib", "report")  # before the trunk pass
-        heads = {n: self._state.heads[n] for n in names}
-        X = self.embed(texts, progress=progress)
-        return evaluate_heads(heads, X, labels, report=report)
+        embed = partial(self.embed, progress=progress)
+        if protocol != "holdout":
+            return protocols.evaluate_with(protocol, heads, embed, texts, labels, options)
+        return holdout.evaluate_heads(heads, embed(texts), labels, report=report)
 
     # -- persistence -------------------------------------------------------
 

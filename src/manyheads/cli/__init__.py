@@ -39,7 +39,10 @@ def message(exc: ManyheadsError, command: TyperGroup | None = None) -> str:
     """A library error as the command line says it (parameters shown as flags)."""
     if isinstance(exc, ConfigError) and exc.options:
         flags = _flags(command or click_command())
-        extra = {"input_file": "--input FILE", "texts": "TEXT arguments"}
+        extra = {
+            "input_file": "--input FILE", "texts": "TEXT arguments",
+            "train_texts": "--train FILE", "groups": "--group-field",
+        }  # fmt: skip
         return exc.render(
             lambda name: extra.get(name) or flags.get(name) or flags.get(name.lower(), name)
         )

@@ -118,6 +118,17 @@ HELP: dict[str, str | None] = {
         "per label, reliability before and after temperature scaling, scores) and "
         "report.json into (the report extra: matplotlib)."
     ),
+    "--protocol": (
+        "holdout (the bundle's heads on DATA), mteb (MTEB's classification protocol: "
+        "fresh logistic regressions on k rows a label of --train, scored on DATA, 10 "
+        "experiments) or kfold (fresh heads like the bundle's, k-fold on DATA); mean ± std."
+    ),
+    "--train": "--protocol mteb: the labelled file the fresh classifiers learn from.",
+    "--k": "--protocol mteb: training rows per label in each experiment (default 8).",
+    "--experiments": "--protocol mteb: experiments (default 10).",
+    "--folds": "--protocol kfold: folds (default 5).",
+    "eval:--group-field": "--protocol kfold: rows sharing a group stay in one fold.",
+    "eval:--seed": "--protocol mteb: 42 (MTEB's); kfold: 0.",
     "label:--long-texts": (
         "Texts over --max-chars: 'refuse' (a bad row, in the errors file) or 'window' "
         "(read in pieces of --max-chars, probabilities averaged)."

@@ -36,8 +36,17 @@ def eval_(
     no_cache: NoCacheOpt = False,
     tier: TierOpt = None,
     report: Annotated[Path | None, opt("--report")] = None,
+    protocol: Annotated[str, opt("--protocol")] = "holdout",
+    train: Annotated[Path | None, opt("--train")] = None,
+    k: Annotated[int | None, opt("--k")] = None,
+    experiments: Annotated[int | None, opt("--experiments")] = None,
+    folds: Annotated[int | None, opt("--folds")] = None,
+    group_field: Annotated[str | None, opt("eval:--group-field")] = None,
+    seed: Annotated[int | None, opt("eval:--seed")] = None,
 ) -> None:
-    """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped)."""
+    """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped); or
+    fresh heads like them by a standard protocol (--protocol mteb --train FILE, or
+    --protocol kfold)."""
     metrics, notes = jobs.evaluate_file(
         data,
         bundle,
@@ -49,6 +58,13 @@ def eval_(
         tier=tier,
         report=report,
         progress=sys.stderr.isatty(),
+        protocol=protocol,
+        train=train,
+        group_field=group_field,
+        k=k,
+        experiments=experiments,
+        folds=folds,
+        seed=seed,
     )
     for note in notes:
         typer.echo(f"note: {note}", err=True)
@@ -56,6 +72,16 @@ def eval_(
         typer.echo(f"report: {report / 'report.html'}", err=True)
     if as_json:
         typer.echo(json.dumps({"heads": metrics}))
+        return
+    if protocol != "holdout":  # mean ± standard deviation over the runs
+        keys = [k for k in ("accuracy", "macro_f1", "micro_f1", "average_precision")
+                if any(k in m for m in metrics.values())]  # fmt: skip
+        rows = [
+            [n, m["kind"], len(m["runs"])]
+            + [f"{m[k]:.4f} ± {m[k + '_std']:.4f}" if k in m else "" for k in keys]
+            for n, m in metrics.items()
+        ]
+        typer.echo(table(rows, ["head", "kind", "runs", *keys]))
         return
     rows = [
         [
