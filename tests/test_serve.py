@@ -445,6 +445,24 @@ def test_train_adds_a_head_from_texts_and_labels(keyed, debian_rows):
     assert again.json()["replaced"] is True
 
 
+def test_train_adds_a_hierarchical_head_whose_answers_keep_their_parents(keyed, debian_rows):
+    srv, _, _ = keyed
+    rows = debian_rows[:300]
+    paths = [[f"{r['library']}::{r['section']}"] for r in rows]
+    body = {"texts": [r["text"] for r in rows], "labels": paths, "kind": "hierarchical"}
+    res = httpx.post(srv.url + "/v1/heads/tree/train", json=body, headers=_auth(), timeout=120)
+    assert res.status_code == 200, res.text
+    assert res.json()["kind"] == "hierarchical" and res.json()["metrics"]["inconsistent"] == 0
+    texts = [r["text"] for r in debian_rows[300:360]]
+    got = httpx.post(srv.url + "/v1/predict", json={"texts": texts, "heads": ["tree"]},
+                     headers=_auth()).json()["results"]  # fmt: skip
+    for answer in got:
+        labels = answer["tree"]["labels"]
+        assert all(lab.split("::")[0] in labels for lab in labels)
+    heads = httpx.get(srv.url + "/v1/heads", headers=_auth()).json()["heads"]
+    assert {h["name"]: h["kind"] for h in heads}["tree"] == "hierarchical"
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
@@ -458,6 +476,11 @@ def test_train_adds_a_head_from_texts_and_labels(keyed, debian_rows):
         ({"texts": ["a", "b"], "labels": [["x"], ["y"]]}, 422, "bad_data"),  # lists: multilabel
         ({"texts": ["a", "b"], "labels": ["x", None]}, 422, "bad_data"),
         ({"texts": ["a", "b"], "labels": [{"x": 1}, "y"], "kind": "multilabel"}, 422, "bad_data"),
+        (
+            {"texts": ["a", "b"], "labels": [["x::"], ["y"]], "kind": "hierarchical"},
+            422,
+            "bad_data",
+        ),
     ],
 )
 def test_train_refuses_bad_bodies(keyed, body, status, code):

@@ -88,14 +88,17 @@ class PredictRequest(BaseModel):
 class PredictResponse(BaseModel):
     results: list[dict[str, Any]] = Field(
         description="Per text, {head: answer}: multiclass / binary heads answer "
-        "{label, score, scores}, multilabel heads {labels, scores}."
+        "{label, score, scores}, multilabel and hierarchical heads {labels, scores}."
     )
     seconds: float
 
 
 class TrainRequest(BaseModel):
     texts: Texts
-    labels: list[Any] = Field(description="One per text; a list of labels for multilabel.")
+    labels: list[Any] = Field(
+        description="One per text; a list of labels for multilabel, of paths ('a::b') for "
+        "hierarchical."
+    )
     kind: Literal["multiclass", "binary", "multilabel", "hierarchical"] = "multiclass"
     head: Literal["linear", "mlp", "auto"] = "linear"
     groups: list[StrictStr | StrictInt] | None = Field(
@@ -120,7 +123,7 @@ class TrainRequest(BaseModel):
 
 class TrainResponse(BaseModel):
     name: str = Field(description="The head trained.")
-    kind: str = Field(description="multiclass, binary or multilabel.")
+    kind: str = Field(description="multiclass, binary, multilabel or hierarchical.")
     n_classes: int = Field(description="Its classes (labels).")
     n_train: int = Field(description="Rows it was fitted on.")
     n_val: int = Field(description="Rows it was calibrated and scored on.")
