@@ -149,7 +149,7 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
     [
         (
             ["--task", "section:regression"],
-            "bad --task 'section:regression': kind must be one of multiclass, binary, multilabel, got 'regression'",
+            "bad --task 'section:regression': kind must be one of multiclass, binary, multilabel, hierarchical, got 'regression'",
         ),
         (["--task", "=section"], "bad --task '=section': expected NAME[=FIELD]"),
         (["--task", "bad name"], "invalid head name 'bad name'"),
