@@ -151,6 +151,7 @@ def test_settings_that_cannot_be_met_are_one_line_errors(counting_trunk):
         kfold_scores(LinearHead, X, y, folds=1)
 
 
+@pytest.mark.heavy  # figures drawn / bundles trained through the CLI
 def test_the_command_prints_mean_and_spread(tmp_path, capsys):
     from conftest import TEST_FILE, TRAIN_FILE
 

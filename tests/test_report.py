@@ -43,6 +43,7 @@ def reported(tmp_path_factory, debian_rows, debian_test_rows) -> Path:
     return folder
 
 
+@pytest.mark.heavy  # figures drawn / bundles trained through the CLI
 def test_report_json_holds_metrics_f1_per_label_and_reliability(reported):
     doc = json.loads((reported / "report.json").read_text(encoding="utf-8"))
     assert set(doc["heads"]) == set(FIGURES)
@@ -84,6 +85,7 @@ def test_a_report_needs_matplotlib_before_the_trunk_pass(monkeypatch, counting_t
     assert counting_trunk.calls == calls and not (tmp_path / "r").exists()
 
 
+@pytest.mark.heavy  # figures drawn / bundles trained through the CLI
 def test_the_command_writes_the_report_and_says_where(tmp_path, capsys, debian_rows):
     from conftest import TEST_FILE, TRAIN_FILE
 
