@@ -125,6 +125,24 @@ def test_every_bad_row_is_kept_aside_with_its_reason_and_none_stops_the_job(tmp_
     assert _read_jsonl(tmp_path / "w.jsonl")[5]["kind"]["label"]
 
 
+def test_a_hierarchical_heads_labels_are_a_list_in_flat_formats(tmp_path):
+    import pyarrow.parquet as pq
+
+    texts = [f"{w} {i}" for i in range(40) for w in ("purr whiskers", "bark fetch")]
+    paths = [["animal::cat"] if t.startswith("purr") else ["animal::dog"] for t in texts]
+    b = Bundle(trunk="hashing", cache=None)
+    b.fit_head("tree", texts, paths, kind="hierarchical")
+    b.save(tmp_path / "b")
+    source = _write_jsonl(tmp_path / "in.jsonl", [{"text": "purr whiskers now"}])
+    label_file(source, tmp_path / "b", tmp_path / "out.csv")
+    row = (tmp_path / "out.csv").read_text(encoding="utf-8").splitlines()[1]
+    assert '"[""animal"", ""animal::cat""]"' in row
+    label_file(source, tmp_path / "b", tmp_path / "out.parquet")
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column("tree").to_pylist() == [["animal", "animal::cat"]]
+    assert str(table.schema.field("tree_score").type.value_type) == "float"
+
+
 def test_a_csv_row_with_more_cells_than_the_header_is_a_bad_row(tmp_path):
     source = tmp_path / "in.csv"
     source.write_text('id,text\n1,"SELECT 1;"\n2,"two",extra\n3,"def f(): pass"\n', "utf-8")

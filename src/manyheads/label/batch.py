@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..errors import require
-from .formats import Columns, flat_answer, head_fields, json_line
+from .formats import answer_cells, head_fields, json_line
 
 __all__ = ["ERROR_COLUMN", "LINE_COLUMN", "LabelBatch"]
 
@@ -49,7 +49,7 @@ class LabelBatch:
             bundle, names, text_field, max_chars, long_texts, batch_size, scores
         )
         self.output_format = output_format
-        self.multilabel = {n for n in names if bundle.head_info[n]["kind"] == "multilabel"}
+        self.answer_columns = self.labeller.columns([])
 
     def __call__(self, batch: Any) -> Any:
         pa = require("pyarrow", "parquet")
@@ -59,16 +59,9 @@ class LabelBatch:
         if self.output_format == "jsonl":
             lines = [json_line(r, a, heads) for r, a in zip(rows, answers, strict=True)]
             return pa.table({LINE_COLUMN: lines, ERROR_COLUMN: pa.array(reasons, pa.string())})
-        out = []
-        for row, answer, reason in zip(rows, answers, reasons, strict=True):
-            row = dict(row)
-            for head in heads:
-                one = None if answer is None else answer[head]
-                row[head], row[f"{head}_score"] = flat_answer(one, head in self.multilabel)
-            row[ERROR_COLUMN] = reason
-            out.append(row)
-        answers_fields = [*head_fields(self.columns([])), pa.field(ERROR_COLUMN, pa.string())]
-        return pa.Table.from_pylist(out, schema=pa.schema([*batch.schema, *answers_fields]))
-
-    def columns(self, inputs: list[str]) -> Columns:
-        return Columns(inputs, list(self.labeller.heads), set(self.multilabel))
+        out = [
+            row | answer_cells(answer, self.answer_columns) | {ERROR_COLUMN: reason}
+            for row, answer, reason in zip(rows, answers, reasons, strict=True)
+        ]
+        fields = [*head_fields(self.answer_columns), pa.field(ERROR_COLUMN, pa.string())]
+        return pa.Table.from_pylist(out, schema=pa.schema([*batch.schema, *fields]))

@@ -4,8 +4,8 @@ joined into one file.
 
 A row keeps every column it came with. The answers go after them: in JSONL one
 object per head as ``predict`` gives it; in CSV and Parquet two flat columns per head,
-``HEAD`` (the label; for a multilabel head the list of labels) and ``HEAD_score`` (its
-probability; for a multilabel head the list of the labels' probabilities), typed in
+``HEAD`` (the label; for a multilabel or hierarchical head the list of labels) and
+``HEAD_score`` (its probability; for those heads the list of the labels'), typed in
 Parquet (string and float32, or lists of them) and written as JSON text in CSV for the
 lists. Labels are written as text in CSV and Parquet.
 """
@@ -28,7 +28,7 @@ __all__ = [
     "FORMATS",
     "Chunk",
     "Columns",
-    "flat_answer",
+    "answer_cells",
     "format_of",
     "head_fields",
     "input_files",
@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 FORMATS = ("jsonl", "csv", "tsv", "parquet")
+DELIMITERS = {"csv": ",", "tsv": "\t"}
 _SUFFIXES = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
@@ -103,8 +104,8 @@ def input_files(path: str | Path) -> list[Path]:
 @dataclass
 class Chunk:
     """Rows read from one input file: ``rows`` (a dict each; ``None`` for a line that is
-    no JSON object, with its reason in ``problems``), their 1-based line or row
-    numbers, and the columns of the file so far (in their first-seen order)."""
+    no JSON object), their 1-based line or row numbers, and ``problems``: the reason a
+    row is bad, by its position in the chunk."""
 
     rows: list[dict[str, Any] | None]
     numbers: list[int]
@@ -175,7 +176,7 @@ def read_chunks(path: Path, fmt: str, size: int) -> Iterator[Chunk]:
     if fmt == "jsonl":
         return _in_chunks(_jsonl(path), size)
     if fmt in ("csv", "tsv"):
-        return _in_chunks(_delimited(path, "," if fmt == "csv" else "\t"), size)
+        return _in_chunks(_delimited(path, DELIMITERS[fmt]), size)
     return _parquet(path, size)
 
 
@@ -185,17 +186,27 @@ class Columns:
 
     inputs: list[str]
     heads: list[str]
-    multilabel: set[str]
+    lists: set[str]  # the heads answering a list of labels (multilabel, hierarchical)
     schema: Any = None  # Parquet: the pyarrow schema of the output
 
     def flat(self) -> list[str]:
         return [*self.inputs, *(c for h in self.heads for c in (h, f"{h}_score"))]
 
 
-def flat_answer(answer: dict[str, Any] | None, multilabel: bool) -> tuple[Any, Any]:
+def answer_cells(answer: dict[str, Any] | None, columns: Columns) -> dict[str, Any]:
+    """Each head's two flat cells, ``HEAD`` and ``HEAD_score``, of one row's ``answer``
+    (None: a bad row, empty cells)."""
+    cells = {}
+    for head in columns.heads:
+        one = None if answer is None else answer[head]
+        cells[head], cells[f"{head}_score"] = _flat_answer(one, head in columns.lists)
+    return cells
+
+
+def _flat_answer(answer: dict[str, Any] | None, listed: bool) -> tuple[Any, Any]:
     if answer is None:
         return None, None
-    if multilabel:
+    if listed:
         labels = answer.get("labels", [])
         scores = answer.get("scores", {})
         return [str(v) for v in labels], [scores.get(v) for v in labels]
@@ -243,15 +254,11 @@ def render_part(
     flat = []
     for row, answer in zip(rows, answers, strict=True):
         out = {c: _writable((row or {}).get(c)) for c in columns.inputs}
-        for head in columns.heads:
-            out[head], out[f"{head}_score"] = flat_answer(
-                None if answer is None else answer[head], head in columns.multilabel
-            )
-        flat.append(out)
+        flat.append(out | answer_cells(answer, columns))
     if fmt in ("csv", "tsv"):
         buf = io.StringIO()
         writer = csv.DictWriter(
-            buf, fieldnames=columns.flat(), delimiter="," if fmt == "csv" else "\t",
+            buf, fieldnames=columns.flat(), delimiter=DELIMITERS[fmt],
             lineterminator="\n", extrasaction="ignore",
         )  # fmt: skip
         for out in flat:
@@ -265,9 +272,7 @@ def header(fmt: str, columns: Columns) -> bytes:
     if fmt not in ("csv", "tsv"):
         return b""
     buf = io.StringIO()
-    csv.writer(buf, delimiter="," if fmt == "csv" else "\t", lineterminator="\n").writerow(
-        columns.flat()
-    )
+    csv.writer(buf, delimiter=DELIMITERS[fmt], lineterminator="\n").writerow(columns.flat())
     return buf.getvalue().encode("utf-8")
 
 
@@ -285,12 +290,12 @@ def arrow_schema(columns: Columns, sample: Sequence[dict[str, Any]]) -> Any:
 
 def head_fields(columns: Columns) -> list[Any]:
     """The Arrow fields of the heads' flat columns: ``HEAD`` string and ``HEAD_score``
-    float32, lists of them for a multilabel head."""
+    float32, lists of them for a head answering a list of labels."""
     pa = require("pyarrow", "parquet")
     fields = []
     for head in columns.heads:
         label, score = pa.string(), pa.float32()
-        if head in columns.multilabel:
+        if head in columns.lists:
             label, score = pa.list_(label), pa.list_(score)
         fields += [pa.field(head, label), pa.field(f"{head}_score", score)]
     return fields

@@ -32,7 +32,8 @@ from .._progress import progress_bar
 from ..bundle import Bundle
 from ..errors import ConfigError, positive_int, require
 from .formats import Columns, arrow_schema, format_of, input_files
-from .parts import Part, answered, join_parts, read_parts
+from .parts import Part, answered, join_parts, part_name, read_parts
+from .rows import Labeller
 
 __all__ = [
     "JOB_FILE", "LabelOptions", "LabelSummary", "differs", "fingerprint", "job_record",
@@ -190,8 +191,6 @@ def label_file(
     positive_int(part_rows, "part_rows")
     bundle = Bundle.load(bundle_path, cache=None, tier=tier)
     names = bundle.resolve_heads(heads)
-    from .rows import Labeller
-
     labeller = Labeller(bundle, tuple(names), text_field, max_chars, long_texts, batch_size, scores)
     work = output.with_name(output.name + ".parts")
     errors = output.with_name(output.name + ".errors.jsonl")
@@ -209,10 +208,9 @@ def label_file(
     resumed = start_job(work, output, errors, job, restart)
     for folder, only in ((work, None), (output.parent, output.name), (output.parent, errors.name)):
         remove_stale_temps(folder, only=only)  # left by a run killed mid-write
-    multilabel = {n for n in names if bundle.head_info[n]["kind"] == "multilabel"}
     parts = read_parts(files, in_fmts, part_rows, id_field)
     first = next(parts, None)
-    columns = _columns(first, names, multilabel, out_fmt)
+    columns = _columns(first, labeller, out_fmt)
     seen = [0, 0]  # parts read, parts found done from an earlier run
 
     def todo() -> Iterator[Part]:
@@ -237,8 +235,9 @@ def label_file(
             bar.update(len(part.chunk.rows))
             if on_part is not None:
                 on_part(part.number)
-    counts = [json.loads((work / f"part-{n:06d}.done").read_text()) for n in range(seen[0])]
-    bad_rows = join_parts(work, seen[0], columns, out_fmt, output, errors)
+    counts = [json.loads((work / part_name(n, "done")).read_text()) for n in range(seen[0])]
+    bad_rows = sum(c["bad"] for c in counts)
+    join_parts(work, seen[0], columns, out_fmt, output, errors)
     shutil.rmtree(work, ignore_errors=True)
     return LabelSummary(
         rows=sum(c["rows"] for c in counts),
@@ -251,12 +250,12 @@ def label_file(
     )
 
 
-def _columns(first: Part | None, heads: list[str], multilabel: set[str], fmt: str) -> Columns:
+def _columns(first: Part | None, labeller: Labeller, fmt: str) -> Columns:
     """The output's columns: the input's, in the order its first part shows them, then
     each head's (and, for Parquet, their types)."""
     rows = [] if first is None else [r for r in first.chunk.rows if isinstance(r, dict)]
-    inputs = list(dict.fromkeys(k for r in rows for k in r if k not in heads))
-    columns = Columns(inputs, list(heads), set(multilabel))
+    inputs = list(dict.fromkeys(k for r in rows for k in r if k not in labeller.heads))
+    columns = labeller.columns(inputs)
     if fmt == "parquet":
         columns.schema = arrow_schema(columns, rows)
     return columns

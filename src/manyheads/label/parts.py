@@ -17,7 +17,12 @@ from ..errors import require
 from .formats import Chunk, Columns, header, read_chunks, render_part
 from .rows import Labeller
 
-__all__ = ["Part", "answer_part", "answered", "join_parts", "read_parts"]
+__all__ = ["Part", "answer_part", "answered", "join_parts", "part_name", "read_parts"]
+
+
+def part_name(number: int, what: str) -> str:
+    """The file of part ``number`` holding ``what``: ``out``, ``errors.jsonl``, ``done``."""
+    return f"part-{number:06d}.{what}"
 
 
 @dataclass
@@ -31,15 +36,15 @@ class Part:
 
     @property
     def out_name(self) -> str:
-        return f"part-{self.number:06d}.out"
+        return part_name(self.number, "out")
 
     @property
     def errors_name(self) -> str:
-        return f"part-{self.number:06d}.errors.jsonl"
+        return part_name(self.number, "errors.jsonl")
 
     @property
     def done_name(self) -> str:
-        return f"part-{self.number:06d}.done"
+        return part_name(self.number, "done")
 
 
 def read_parts(
@@ -141,40 +146,37 @@ def answered(
 
 def join_parts(
     work: Path, count: int, columns: Columns, fmt: str, output: Path, errors: Path
-) -> int:
+) -> None:
     """Join the ``count`` parts in ``work`` into ``output`` (and their bad rows into
     ``errors``, written only when there are some), each file written beside its place
-    and renamed into it; the number of bad rows."""
-    bad_rows = 0
-    names = [f"part-{n:06d}" for n in range(count)]
+    and renamed into it."""
+    outs = [work / part_name(n, "out") for n in range(count)]
     if fmt == "parquet":
-        _join_parquet(work, names, columns, output)
+        _join_parquet(outs, columns, output)
     else:
         with atomic_open(output, "wb") as raw:
             # OUTPUT.gz: gzipped, with no name or time in its header (the same bytes each run)
             gz = output.name.lower().endswith(".gz")
             out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if gz else raw
             out.write(header(fmt, columns))
-            for name in names:
-                out.write((work / f"{name}.out").read_bytes())
+            for path in outs:
+                out.write(path.read_bytes())
             if gz:
                 out.close()
-    blobs = [(work / f"{name}.errors.jsonl").read_bytes() for name in names]
-    bad_rows = sum(b.count(b"\n") for b in blobs)
+    blobs = [(work / part_name(n, "errors.jsonl")).read_bytes() for n in range(count)]
     errors.unlink(missing_ok=True)
-    if bad_rows:
+    if any(blobs):
         with atomic_open(errors, "wb") as out:
             for blob in blobs:
                 out.write(blob)
-    return bad_rows
 
 
-def _join_parquet(work: Path, names: list[str], columns: Columns, output: Path) -> None:
+def _join_parquet(outs: list[Path], columns: Columns, output: Path) -> None:
     pa = require("pyarrow", "parquet")
     pq = require("pyarrow.parquet", "parquet")
     with atomic_open(output, "wb") as out:
         writer = pq.ParquetWriter(out, columns.schema)
-        for name in names:
-            with pa.ipc.open_stream(pa.memory_map(str(work / f"{name}.out"))) as reader:
+        for path in outs:
+            with pa.ipc.open_stream(pa.memory_map(str(path))) as reader:
                 writer.write_table(reader.read_all())
         writer.close()

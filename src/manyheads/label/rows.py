@@ -12,6 +12,8 @@ from ..bundle import Bundle
 from ..bundle.pieces import check_long_texts, check_max_chars
 from ..errors import positive_int
 from ..heads.decode import check_scores
+from ..heads.kinds import SET_KINDS
+from .formats import Columns
 
 __all__ = ["Labeller", "label_rows"]
 
@@ -35,6 +37,12 @@ class Labeller:
         check_max_chars(self.max_chars)
         positive_int(self.batch_size, "batch_size")
         check_scores(self.scores)
+
+    def columns(self, inputs: list[str]) -> Columns:
+        """The output's columns: ``inputs``, then each head's (a list of labels for a
+        multilabel or hierarchical head)."""
+        listed = {h for h in self.heads if self.bundle.head_info[h]["kind"] in SET_KINDS}
+        return Columns(inputs, list(self.heads), listed)
 
     def problem(self, row: Any) -> str | None:
         """Why ``row`` cannot be labelled (its text missing, not text, empty, too long,
