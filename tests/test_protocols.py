@@ -10,7 +10,7 @@ from mteb.mocks.mock_tasks.classification import MockClassificationTask
 from mteb.models.abs_encoder import AbsEncoder
 from sklearn.linear_model import LogisticRegression
 
-from manyheads import Bundle, ConfigError
+from manyheads import Bundle, ConfigError, DataError
 from manyheads.evaluate.protocols import kfold_scores, mteb_scores
 from manyheads.heads.linear import LinearHead
 
@@ -86,6 +86,18 @@ def test_bundle_evaluate_runs_both_protocols_on_its_own_vectors(debian_rows, deb
     )  # fmt: skip
     assert got["accuracy"] == pytest.approx(want["accuracy"], abs=1e-9)
     assert got["kind"] == "binary" and len(got["runs"]) == 3
+    seeded = b.evaluate(
+        test_texts, {"library": library}, protocol="mteb", train_texts=texts,
+        train_labels={"library": [r["library"] for r in debian_rows]}, experiments=3, seed=0,
+    )["library"]  # fmt: skip
+    other = mteb_scores(
+        b.embed(texts).toarray(), [r["library"] for r in debian_rows],
+        b.embed(test_texts).toarray(), library, experiments=3, seed=0,
+    )  # fmt: skip
+    assert seeded["runs"] == other["runs"] != got["runs"]  # seed 0 is a seed, not "unset"
+    with pytest.raises(DataError, match="head 'library': 1500 train texts but 3 train labels"):
+        b.evaluate(test_texts, {"library": library}, protocol="mteb", train_texts=texts,
+                   train_labels={"library": ["no", "yes", "no"]})  # fmt: skip
     before = b.predict(test_texts[:20])
     groups = [r["group"] for r in debian_test_rows]
     labels = {"library": library, "role": [r["role"] for r in debian_test_rows]}

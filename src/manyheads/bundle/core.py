@@ -574,7 +574,9 @@ class Bundle(BundleFolder):
             require("matplotlib", "report")  # before the trunk pass
         embed = partial(self.embed, progress=progress)
         if protocol != "holdout":
-            return protocols.evaluate_with(protocol, heads, embed, texts, labels, options)
+            return protocols.evaluate_with(
+                protocol, heads, embed, texts, labels, options, progress=progress
+            )
         return holdout.evaluate_heads(heads, embed(texts), labels, report=report)
 
     # -- persistence -------------------------------------------------------

@@ -267,6 +267,7 @@ def evaluate_with(
     from .._progress import progress_bar
 
     X = embed(texts)
+    seed = options.get("seed")
     if protocol == "mteb":
         train_texts = list(options.get("train_texts") or [])
         train_labels = options.get("train_labels") or {}
@@ -283,16 +284,21 @@ def evaluate_with(
         if protocol == "mteb":
             if name not in train_labels:
                 raise DataError(f"the train set has no labels for head {name!r}")
+            if len(train_labels[name]) != len(train_texts):
+                raise DataError(
+                    f"head {name!r}: {len(train_texts)} train texts but "
+                    f"{len(train_labels[name])} train labels"
+                )
             found = mteb_scores(
                 X_train, list(train_labels[name]), X, y, k=options.get("k"),
-                experiments=runs, seed=options.get("seed") or MTEB_SEED,
+                experiments=runs, seed=MTEB_SEED if seed is None else seed,
                 progress=bar.update,
             )  # fmt: skip
         else:
             fresh: Callable[[], Any] = partial(clone, head)
             found = kfold_scores(
                 fresh, X, y, folds=runs, groups=options.get("groups"),
-                seed=options.get("seed") or 0, progress=bar.update,
+                seed=0 if seed is None else seed, progress=bar.update,
             )  # fmt: skip
         out[name] = {"kind": head.kind, **found}
     bar.close()
