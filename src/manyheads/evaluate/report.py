@@ -100,9 +100,14 @@ def _png(fig: Any) -> str:
 
 
 def _figures(
-    name: str, outcome: HeadOutcome, f1: dict[str, float], metrics: dict[str, Any]
+    name: str,
+    outcome: HeadOutcome,
+    f1: dict[str, float],
+    metrics: dict[str, Any],
+    reliability: dict[str, list[dict[str, float]]],
 ) -> list[dict[str, str]]:
-    """The head's figures: ``{"id", "title", "png"}`` each."""
+    """The head's figures: ``{"id", "title", "png"}`` each (``reliability``: the bins
+    before and after temperature scaling)."""
     plt = require("matplotlib.pyplot", "report")
     figures = []
     classes = [str(c) for c in outcome.classes]
@@ -153,8 +158,7 @@ def _figures(
         figures.append({"id": "levels", "title": "F1 per level", "png": _png(fig)})
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], linestyle=":", color="grey")
-    for label, proba in (("before scaling", outcome.uncalibrated()), ("after", outcome.proba)):
-        bins = _reliability(*_confidence(outcome, proba))
+    for label, bins in (("before scaling", reliability["before"]), ("after", reliability["after"])):
         ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "o-", label=label)
     ax.set_xlabel("confidence" if single else "probability")
     ax.set_ylabel("share right" if single else "share with the label")
@@ -202,14 +206,15 @@ def write_report(
     sections = []
     for name, outcome in outcomes.items():
         f1 = per_label_f1(outcome.kind, outcome.target, outcome.picked, outcome.classes)
-        figures = _figures(name, outcome, f1, metrics[name])
+        reliability = {
+            "before": _reliability(*_confidence(outcome, outcome.uncalibrated())),
+            "after": _reliability(*_confidence(outcome, outcome.proba)),
+        }
+        figures = _figures(name, outcome, f1, metrics[name], reliability)
         doc["heads"][name] = {
             "metrics": metrics[name],
             "f1_per_label": f1,
-            "reliability": {
-                "before": _reliability(*_confidence(outcome, outcome.uncalibrated())),
-                "after": _reliability(*_confidence(outcome, outcome.proba)),
-            },
+            "reliability": reliability,
             "figures": [f["id"] for f in figures],
         }
         shown = {k: v for k, v in metrics[name].items() if isinstance(v, int | float)}

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .kinds import SET_KINDS, node_depths
+from .kinds import SET_KINDS
 
 __all__ = [
     "SCORES",
@@ -62,10 +62,13 @@ def decide(
     its threshold and its parent is picked, so no child comes without its parent."""
     if kind in SET_KINDS:
         hits = proba >= thresholds
-        if kind == "hierarchical" and parents is not None and len(parents):
-            for label in np.argsort(node_depths(parents), kind="stable").tolist():
-                if parents[label] >= 0:
-                    hits[:, label] &= hits[:, parents[label]]
+        if kind == "hierarchical" and parents is not None:
+            children = np.flatnonzero(parents >= 0)
+            while True:  # a level deeper each pass, until no child is dropped
+                kept = hits[:, children] & hits[:, parents[children]]
+                if np.array_equal(kept, hits[:, children]):
+                    break
+                hits[:, children] = kept
         return hits.astype(np.int64)
     if kind == "binary":
         assert thresholds is not None
