@@ -197,7 +197,7 @@ def train_byte_trunk(
     )
     log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=weighting == "uncertainty")
     chance = {
-        n: math.log(2.0) if kinds[n] == "multilabel" else math.log(len(t.classes))
+        n: math.log(2.0) if kinds[n] in SET_KINDS else math.log(len(t.classes))
         for n, t in targets.items()
     }
     params = [*model.parameters(), *heads.parameters(), *bag_heads.parameters(), log_var]
