@@ -166,6 +166,7 @@ def test_a_stored_record_must_hold_its_separator_and_every_parent(trained, tmp_p
     record = doc["heads"]["kind_of"]
     for change, message in (
         ({"path_sep": None}, "separator must be a non-empty string"),
+        ({"labels": [1, *record["labels"][1:]]}, "a hierarchical head's labels are paths"),
         ({"labels": [*record["labels"][:-1], "ghost::x"]}, "has no parent 'ghost'"),
     ):
         broken = json.loads(json.dumps(doc))

@@ -400,3 +400,25 @@ def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
         label_with_ray(f"file://{tmp_path}/empty", "content", out)
     with pytest.raises(DataError, match="no such file or folder: file://"):
         label_with_ray(f"file://{tmp_path}/nothing.jsonl", "content", out)
+
+
+@pytest.mark.heavy
+def test_ray_refuses_an_unknown_scheme_and_a_folder_of_something_else(tmp_path, ray_here):
+    from manyheads.label.ray_engine import label_with_ray
+
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(3))
+    with pytest.raises(ConfigError, match="cannot open nope://bucket/x.jsonl: "):
+        label_with_ray("nope://bucket/x.jsonl", "content", tmp_path / "out.jsonl")
+    (tmp_path / "out.jsonl").mkdir()
+    (tmp_path / "out.jsonl" / "mine.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="out.jsonl exists and is not this job's folder"):
+        label_with_ray(source, "content", tmp_path / "out.jsonl")
+    assert (tmp_path / "out.jsonl" / "mine.txt").read_text() == "keep me"
+
+
+def test_a_parquet_row_that_does_not_fit_the_first_parts_types_is_one_line(tmp_path):
+    rows = [{"id": i, "text": f"text {i}"} for i in range(4)] + [{"id": "x", "text": "t"}]
+    source = _write_jsonl(tmp_path / "in.jsonl", rows)
+    with pytest.raises(DataError, match="a row does not fit the output's column types"):
+        label_file(source, "content", tmp_path / "out.parquet", part_rows=4)
+    assert not (tmp_path / "out.parquet").exists()

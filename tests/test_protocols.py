@@ -3,6 +3,8 @@ evaluator on the same vectors) and grouped k-fold of fresh heads; their bad sett
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from datasets import Dataset, DatasetDict
@@ -161,6 +163,15 @@ def test_settings_that_cannot_be_met_are_one_line_errors(counting_trunk):
         kfold_scores(LinearHead, X, y, folds=5, groups=[i % 3 for i in range(40)])
     with pytest.raises(ConfigError, match="folds must be at least 2, got 1"):
         kfold_scores(LinearHead, X, y, folds=1)
+    with pytest.raises(ConfigError, match="folds is 50, but there are 40 rows"):
+        kfold_scores(LinearHead, X, y, folds=50)
+    rare = ["a"] * 39 + ["b"]  # the fold holding "b" trains on "a" alone
+    with pytest.raises(DataError, match="a fold's training rows: labels have a single class"):
+        kfold_scores(partial(LinearHead, kind="binary"), X, rare, folds=5)
+    b.fit_head("u", ["a b", "c d", "e f", "g h"] * 3, ["x", "y"] * 6)
+    with pytest.raises(DataError, match="the train set has no labels for head 'u'"):
+        b.evaluate(["a b"], {"u": ["x"]}, protocol="mteb", train_texts=["a b"],
+                   train_labels={"t": ["x"]})  # fmt: skip
 
 
 @pytest.mark.heavy  # figures drawn / bundles trained through the CLI
