@@ -48,6 +48,7 @@ from .format import (
     record_and_info,
 )
 from .pieces import check_max_chars, split_text
+from .recheck import trunk_probabilities
 from .state import HeadSet, Record
 from .store import (
     DATA_DIR,
@@ -542,12 +543,8 @@ class Bundle(BundleFolder):
         if use_cache:
             return fused.probabilities(self.embed(texts, use_cache=True), names)
         self._check_trunk_fitted()
-        wanted = {n: fused.specs[n].digest for n in names}
-        X, probs = self.trunk.encode_with_heads(check_texts(texts), wanted)
-        rest = [n for n in names if n not in probs]
-        if rest:
-            probs.update(fused.probabilities(X, rest))
-        return {n: probs[n] for n in names}
+        # an int8 export's unsure answers come again from its float graph
+        return trunk_probabilities(self.trunk, fused, texts, names)
 
     def evaluate(
         self,

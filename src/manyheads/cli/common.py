@@ -77,7 +77,11 @@ HELP: dict[str, str | None] = {
         "--json."
     ),
     "--out": "New (or empty) folder to write.",
-    "--int8": "Quantise the encoder's weights to int8 (dynamic).",
+    "--int8": (
+        "Quantise the encoder's weights to int8 (dynamic); the float graph is kept too and "
+        "answers again the texts some head is unsure of (calibrated on the kept training texts)."
+    ),
+    "--no-recheck": "With --int8: keep no float graph; int8 answers every text (smaller).",
     "copy:source": "Bundle folder, or a built-in bundle's name.",
     "copy:out": "New (or empty) folder to write.",
     "--host": "Address to listen on.",

@@ -15,9 +15,10 @@ def export(
     bundle: BundleOpt,
     out: Annotated[Path, opt("--out", "-o")],
     int8: Annotated[bool, opt("--int8")] = False,
+    no_recheck: Annotated[bool, opt("--no-recheck")] = False,
 ) -> None:
     """Export the bundle to one ONNX graph (trunk + every head): a bundle that runs
     with onnxruntime, without torch."""
-    folder = jobs.export_file(bundle, out, int8=int8)
+    folder = jobs.export_file(bundle, out, int8=int8, recheck=not no_recheck)
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
     typer.echo(f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''})")

@@ -15,7 +15,12 @@ a head in an exported bundle therefore rewrites only that tail of the graph
 the bundle applies heads the graph lacks to the graph's embedding in numpy.
 
 With ``int8=True`` the encoder's weights are quantised with onnxruntime's
-dynamic quantisation (per channel); the heads stay float32.
+dynamic quantisation (per channel); the heads stay float32. Unless
+``recheck=False``, the float32 graph is kept beside the int8 one, with a margin
+per head measured on calibration texts (the heads' kept training texts): a
+text some head answers within its margin of changing is answered again by the
+float graph (:mod:`manyheads.bundle.recheck`), so int8 keeps the float labels
+at most of int8's speed.
 
 For a composite trunk (``minilm+tfidf``) the graph holds the transformer part
 only and gives its embedding; the other parts run beside it in numpy and the
@@ -25,6 +30,7 @@ heads' fused matrix is applied to the joined vector.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,7 @@ import numpy as np
 from .._io import atomic_write_bytes, describe_os_error, staged_dir
 from ..bundle import Bundle, check_writable
 from ..bundle.graph import HEADS, compose_heads, const, graph_file_name, serialize
+from ..bundle.recheck import calibrate_margins
 from ..errors import BundleError, ConfigError, require
 from ..trunks import CompositeTrunk, TransformerTrunk
 from ..trunks.base import file_sha256
@@ -43,6 +50,10 @@ __all__ = ["compose_heads", "export_bundle", "graph_file_name"]
 OPSET = 17
 WINDOW_EMBEDDING = "window_embedding"
 POOL = "mh.pool/"  # node / initializer prefix of the window averaging
+# int8 recheck: the quantile of each head's int8 shifts taken as its margin, and the
+# most calibration texts it is measured on (bench/RESULTS.md, issue 24)
+RECHECK_QUANTILE = 0.8
+CALIBRATION_TEXTS = 256
 
 
 # -- encoder (torch) -----------------------------------------------------------
@@ -171,7 +182,14 @@ def _quantize(source: Path, target: Path, exclude: list[str]) -> None:
 
 
 def export_bundle(
-    bundle: Bundle, out: str | os.PathLike[str], *, int8: bool = False, opset: int = OPSET
+    bundle: Bundle,
+    out: str | os.PathLike[str],
+    *,
+    int8: bool = False,
+    recheck: bool = True,
+    calibration: Sequence[str] | None = None,
+    recheck_quantile: float = RECHECK_QUANTILE,
+    opset: int = OPSET,
 ) -> Path:
     """Export ``bundle`` to the folder ``out`` (new or empty): an ONNX bundle.
 
@@ -179,6 +197,11 @@ def export_bundle(
     does, the graph (``model-SHA.onnx``) and ``tokenizer.json``;
     ``Bundle.load(out)`` runs it with onnxruntime, without torch. The folder
     appears complete or not at all (built beside it, then renamed).
+
+    ``int8``: quantise the encoder. With ``recheck`` (default) the float32 graph
+    is kept too and unsure answers are rechecked with it; each head's margin is
+    the ``recheck_quantile`` of its int8 shifts on ``calibration`` texts (default:
+    up to 256 of the heads' kept training texts).
     """
     require("onnx", "onnx")
     out = Path(out)
@@ -187,6 +210,7 @@ def export_bundle(
         raise BundleError(f"cannot export to {out}: it exists and is not an empty folder")
     if not bundle.heads:
         raise BundleError("the bundle has no heads yet; train one before exporting")
+    texts = _calibration_texts(bundle, int8, recheck, calibration, recheck_quantile)
     trunk = bundle.trunk
     parts = list(trunk.parts)
     neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
@@ -202,14 +226,71 @@ def export_bundle(
         )
     try:
         with staged_dir(out) as work:
-            _export_into(work, bundle, parts, neural[0], int8=int8, opset=opset)
+            _export_into(
+                work,
+                bundle,
+                parts,
+                neural[0],
+                int8=int8,
+                opset=opset,
+                calibration=texts,
+                quantile=recheck_quantile,
+            )
     except OSError as exc:
         raise BundleError(f"cannot export to {out}: {describe_os_error(exc)}") from None
     return out
 
 
+def _calibration_texts(
+    bundle: Bundle,
+    int8: bool,
+    recheck: bool,
+    calibration: Sequence[str] | None,
+    quantile: float,
+) -> list[str] | None:
+    """The texts an int8 recheck is calibrated on (None: no recheck), or a one-line
+    refusal of options that do not go together."""
+    if not int8 or not recheck:
+        if calibration is not None:
+            raise ConfigError("calibration texts are for an int8 export with recheck")
+        return None
+    if isinstance(quantile, bool) or not isinstance(quantile, int | float):
+        raise ConfigError(f"recheck_quantile must be a number, got {quantile!r}")
+    if not 0 < quantile < 1:
+        raise ConfigError(f"recheck_quantile must be between 0 and 1, got {quantile}")
+    if calibration is None:
+        kept: dict[str, None] = {}
+        for name in bundle.heads:
+            data = bundle.training_data(name)
+            kept.update(dict.fromkeys(data[0] if data else []))
+        texts = list(kept)
+        where = "the heads' kept training texts"
+    else:
+        if isinstance(calibration, str) or not all(isinstance(t, str) for t in calibration):
+            raise ConfigError("calibration must be a list of texts")
+        texts, where = list(calibration), "the calibration texts"
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ConfigError(
+            f"an int8 export calibrates its recheck on {where}, and there are none; "
+            "pass calibration texts, or recheck=False (--no-recheck) for int8 alone"
+        )
+    if len(texts) > CALIBRATION_TEXTS:
+        picked = np.random.default_rng(0).choice(len(texts), CALIBRATION_TEXTS, replace=False)
+        texts = [texts[i] for i in sorted(picked)]
+    return texts
+
+
 def _export_into(
-    work: Path, bundle: Bundle, parts: list[Any], neural: int, *, int8: bool, opset: int
+    work: Path,
+    bundle: Bundle,
+    parts: list[Any],
+    neural: int,
+    *,
+    int8: bool,
+    opset: int,
+    calibration: list[str] | None = None,
+    quantile: float = RECHECK_QUANTILE,
 ) -> None:
     """Write the exported bundle into the staged folder ``work``."""
     onnx = require("onnx", "onnx")
@@ -228,27 +309,50 @@ def _export_into(
     if int8:
         tail = [n.name for n in model.graph.node if n.name.startswith((POOL, HEADS))]
         _quantize(full, graph, tail)
-        full.unlink()
     else:
         full.rename(graph)
-    sha = file_sha256(graph)
-    graph.rename(work / graph_file_name(sha))
     source.save_tokenizer(work / "tokenizer.json")
-    exported = OnnxTrunk(
-        work,
+
+    def named(path: Path) -> tuple[str, str]:
+        sha = file_sha256(path)
+        path.rename(work / graph_file_name(sha))
+        return graph_file_name(sha), sha
+
+    def on(part: OnnxTrunk) -> Bundle:
+        new_parts = list(parts)
+        new_parts[neural] = part
+        if isinstance(trunk, CompositeTrunk):
+            return bundle.with_trunk(CompositeTrunk(new_parts, trunk.weights))
+        return bundle.with_trunk(part)
+
+    file, sha = named(graph)
+    common: dict[str, Any] = dict(
         name=source.name,
-        file=graph_file_name(sha),
         fingerprint=source.fingerprint,
         dim=source.dim,
         max_length=source.max_length,
-        sha256=sha,
-        quantization="int8" if int8 else None,
         source=source.spec(),
     )
-    new_parts = list(parts)
-    new_parts[neural] = exported
-    new_trunk: Any = (
-        CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else exported
+    exported = OnnxTrunk(
+        work, file=file, sha256=sha, quantization="int8" if int8 else None, **common
     )
-    bundle.with_trunk(new_trunk).save(work)
+    if int8 and calibration is not None:
+        twin_file, twin_sha = named(full)
+        twin = OnnxTrunk(work, file=twin_file, sha256=twin_sha, **common)
+        fused = bundle.fused_heads
+        assert fused is not None  # the caller checked the bundle has heads
+        quick = on(exported).predict_proba(calibration)
+        margins = calibrate_margins(fused, quick, on(twin).predict_proba(calibration), quantile)
+        digests = {n: s.digest for n, s in fused.specs.items()}
+        recheck = {
+            "file": twin_file,
+            "sha256": twin_sha,
+            "quantile": quantile,
+            "heads": {n: {"digest": digests[n], "margin": m} for n, m in margins.items()},
+        }
+        exported = OnnxTrunk(
+            work, file=file, sha256=sha, quantization="int8", recheck=recheck, **common
+        )
+    full.unlink(missing_ok=True)
+    on(exported).save(work)
     (work / ".lock").unlink(missing_ok=True)

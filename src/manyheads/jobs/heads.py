@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from .options import open_bundle
 
 __all__ = ["export_file", "list_heads", "remove_head"]
@@ -45,8 +46,12 @@ def remove_head(bundle_path: str | Path, name: str) -> None:
         bundle.save_tiers(subs)
 
 
-def export_file(bundle_path: str | Path, out: str | Path, *, int8: bool = False) -> Path:
+def export_file(
+    bundle_path: str | Path, out: str | Path, *, int8: bool = False, recheck: bool = True
+) -> Path:
     """Export the bundle at ``bundle_path`` to an ONNX bundle in ``out``."""
     from ..export import export_bundle
 
-    return export_bundle(open_bundle(bundle_path, no_cache=True), out, int8=int8)
+    if not recheck and not int8:
+        raise ConfigError("--no-recheck applies to an int8 export (--int8) only")
+    return export_bundle(open_bundle(bundle_path, no_cache=True), out, int8=int8, recheck=recheck)

@@ -127,6 +127,42 @@ def open_session(
         raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
 
 
+def check_recheck(recheck: Any, quantization: str | None) -> dict[str, Any] | None:
+    """``recheck`` of an ONNX trunk spec, checked (one-line refusals)."""
+    if recheck is None:
+        return None
+    where = "the ONNX trunk's recheck"
+    if quantization != "int8":
+        raise ConfigError(f"{where} belongs to an int8 graph, this one is {quantization}")
+    if not isinstance(recheck, dict) or set(recheck) != {"file", "sha256", "quantile", "heads"}:
+        raise ConfigError(
+            f"{where} must be an object with file, sha256, quantile and heads, got {recheck!r}"
+        )
+    for key in ("file", "sha256"):
+        if not isinstance(recheck[key], str) or not recheck[key]:
+            raise ConfigError(f"{where} {key} must be a non-empty string, got {recheck[key]!r}")
+    q = recheck["quantile"]
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
+        raise ConfigError(f"{where} quantile must be a number from 0 to 1, got {q!r}")
+    heads = recheck["heads"]
+    if not isinstance(heads, dict):
+        raise ConfigError(f"{where} heads must be an object, got {heads!r}")
+    for name, entry in heads.items():
+        margin = entry.get("margin") if isinstance(entry, dict) else None
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("digest"), str)
+            or isinstance(margin, bool)
+            or not isinstance(margin, int | float)
+            or not margin >= 0
+        ):
+            raise ConfigError(
+                f"{where} of head {name!r} must be {{digest: text, margin: a number >= 0}}, "
+                f"got {entry!r}"
+            )
+    return recheck
+
+
 def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
     """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
     ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
@@ -169,6 +205,11 @@ class OnnxTrunk(TrunkBase):
     quantization : None or "int8"
         An int8 graph gives slightly different vectors, so its embeddings are
         cached apart from the original trunk's (``cache_key``).
+    recheck : dict, optional
+        An int8 graph's float32 twin and each head's margin (written by the
+        export): ``{"file", "sha256", "quantile", "heads": {name: {"digest",
+        "margin"}}}``. The bundle answers texts some head is unsure of again with
+        the float graph (:mod:`manyheads.bundle.recheck`); the trunk only keeps it.
     threads : int, optional
         onnxruntime intra-op threads (default: ``MANYHEADS_THREADS`` or the CPU count).
     batch_tokens, max_batch : int
@@ -200,6 +241,7 @@ class OnnxTrunk(TrunkBase):
         sha256: str | None = None,
         quantization: str | None = None,
         source: dict[str, Any] | None = None,
+        recheck: dict[str, Any] | None = None,
         threads: int | None = None,
         batch_tokens: int = 1024,
         max_batch: int = 64,
@@ -218,6 +260,7 @@ class OnnxTrunk(TrunkBase):
             raise ConfigError(f"quantization must be None or 'int8', got {quantization!r}")
         self.quantization = quantization
         self.source = dict(source or {})
+        self.recheck = check_recheck(recheck, quantization)
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive integer, got {threads!r}")
         self.threads = threads
@@ -225,12 +268,18 @@ class OnnxTrunk(TrunkBase):
             raise ConfigError("batch_tokens and max_batch must be positive")
         self.batch_tokens = int(batch_tokens)
         self.max_batch = int(max_batch)
-        for rel in (file, tokenizer):
+        for rel in self._files():
             if not (self.folder / rel).is_file():
                 raise ManyheadsError(f"the exported trunk lacks {self.folder / rel}")
         self._graph: _Graph | None = None
         self._lock = threading.Lock()
         self._side = SideBySide("manyheads-onnx")  # the threads of spread "texts"
+        self._precise: OnnxTrunk | None = None
+
+    def _files(self) -> list[str]:
+        """The files of this trunk in its folder: graph, tokenizer, the float twin."""
+        twin = [self.recheck["file"]] if self.recheck else []
+        return [self.file, self.tokenizer_file, *twin]
 
     # -- protocol ----------------------------------------------------------
 
@@ -242,6 +291,7 @@ class OnnxTrunk(TrunkBase):
         return self._fingerprint
 
     def spec(self) -> dict[str, Any]:
+        extra = {"recheck": self.recheck} if self.recheck else {}
         return {
             "type": "onnx",
             "name": self.name,
@@ -253,6 +303,7 @@ class OnnxTrunk(TrunkBase):
             "sha256": self.sha256,
             "quantization": self.quantization,
             "source": self.source,
+            **extra,
         }
 
     # -- session -----------------------------------------------------------
@@ -278,6 +329,8 @@ class OnnxTrunk(TrunkBase):
                 if self._graph is None or self._graph.spread != spread:
                     self._graph = self._open(spread)
                 graph = self._graph
+            if self.recheck:  # its float twin opens with it, not in the first unsure call
+                self.precise().graph()
         return graph
 
     def reload(self, file: str, sha256: str) -> None:
@@ -317,11 +370,47 @@ class OnnxTrunk(TrunkBase):
         and read them from there on."""
         from .._io import atomic_write_bytes
 
-        for rel in (self.file, self.tokenizer_file):
+        for rel in self._files():
             target = folder / rel
             if not target.exists():
                 atomic_write_bytes(target, (self.folder / rel).read_bytes())
         self.folder = folder
+        self._precise = None
+
+    def precise(self) -> OnnxTrunk:
+        """The float32 twin of this int8 graph (``recheck``), spread as this one is."""
+        if not self.recheck:
+            raise ManyheadsError("this ONNX trunk keeps no float graph to recheck with")
+        twin = self._precise
+        if twin is None:
+            twin = OnnxTrunk(
+                self.folder,
+                fingerprint=self._fingerprint,
+                dim=self._dim,
+                max_length=self.max_length,
+                name=self._name,
+                file=self.recheck["file"],
+                tokenizer=self.tokenizer_file,
+                sha256=self.recheck["sha256"],
+                source=self.source,
+                threads=self.threads,
+                batch_tokens=self.batch_tokens,
+                max_batch=self.max_batch,
+            )
+            self._precise = twin
+        # spread as this graph is: one text per call answers a text whatever its batch
+        twin.spread = self.resolved_spread()
+        return twin
+
+    def recheck_margins(self, heads: Mapping[str, str]) -> dict[str, float]:
+        """``{head: margin}`` for those of ``heads`` (``{name: digest}``) whose margin
+        was measured on that same head (digest)."""
+        kept = self.recheck["heads"] if self.recheck else {}
+        return {
+            n: float(kept[n]["margin"])
+            for n, digest in heads.items()
+            if n in kept and kept[n]["digest"] == digest
+        }
 
     def graph_heads(self) -> dict[str, str]:
         """``{head: digest}`` of the heads inside the graph."""

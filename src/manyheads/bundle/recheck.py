@@ -1,0 +1,138 @@
+"""An int8 graph's unsure answers, answered again by the float graph kept beside it.
+
+An int8 export (:mod:`manyheads.export`) keeps the float32 graph as well and,
+for each head, a margin in log-odds: how far int8 moves that head's decision
+statistic on calibration texts (a quantile of the shift, measured at export).
+Every text is answered by the int8 graph; a text for which some head's answer
+lies closer to its decision boundary than that head's margin (multiclass: the
+log-ratio of the top two probabilities; binary: the log-odds distance to the
+threshold; multilabel / hierarchical: the smallest such distance over labels)
+is run again through the float graph, and its answers on every head are the
+float ones. The trunk holds the float graph and the margins as data; what a
+head's decision is stays here and in :mod:`manyheads.heads.decode`.
+Needs numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..heads.fused import FusedHeads, HeadSpec
+from ..trunks.base import TrunkBase
+
+__all__ = ["calibrate_margins", "decision_gaps", "precise_twin", "shifts", "trunk_probabilities"]
+
+_EPS = 1e-7
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p.astype(np.float64), _EPS, 1 - _EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def _top_two(proba: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(-proba, axis=1, kind="stable")
+    return order[:, 0], order[:, 1]
+
+
+def decision_gaps(spec: HeadSpec, proba: np.ndarray) -> np.ndarray:
+    """Per row, how far (in log-odds) the head's answer lies from changing."""
+    if spec.kind == "multiclass":
+        if proba.shape[1] < 2:
+            return np.full(len(proba), np.inf)
+        a, b = _top_two(proba)
+        logp = np.log(np.clip(proba.astype(np.float64), _EPS, 1.0))
+        rows = np.arange(len(proba))
+        return np.asarray(logp[rows, a] - logp[rows, b])
+    assert spec.thresholds is not None
+    if spec.kind == "binary":
+        return np.asarray(np.abs(_logit(proba[:, 1]) - _logit(spec.thresholds[:1])))
+    return np.asarray(np.abs(_logit(proba) - _logit(spec.thresholds)).min(axis=1))
+
+
+def shifts(spec: HeadSpec, proba: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per row, how far the decision statistic of ``proba`` (int8) moved from
+    ``reference`` (float32), in log-odds."""
+    if spec.kind == "multiclass":
+        if proba.shape[1] < 2:
+            return np.zeros(len(proba))
+        a, b = _top_two(proba)
+        rows = np.arange(len(proba))
+        lq = np.log(np.clip(proba.astype(np.float64), _EPS, 1.0))
+        lp = np.log(np.clip(reference.astype(np.float64), _EPS, 1.0))
+        return np.asarray(np.abs((lq[rows, a] - lq[rows, b]) - (lp[rows, a] - lp[rows, b])))
+    cols = slice(1, 2) if spec.kind == "binary" else slice(None)
+    return np.asarray(np.abs(_logit(proba[:, cols]) - _logit(reference[:, cols])).max(axis=1))
+
+
+def calibrate_margins(
+    fused: FusedHeads,
+    proba: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    quantile: float,
+) -> dict[str, float]:
+    """Each head's margin: the ``quantile`` of its shifts between ``proba`` (int8) and
+    ``reference`` (float32) on the same calibration texts."""
+    return {
+        name: float(np.quantile(shifts(fused.specs[name], p, reference[name]), quantile))
+        for name, p in proba.items()
+    }
+
+
+def precise_twin(trunk: TrunkBase) -> tuple[TrunkBase, Any] | None:
+    """``(the same trunk with its int8 graph swapped for the float one, that int8
+    part)``, or None when no part of ``trunk`` keeps a float graph to recheck with."""
+    from ..trunks.onnxrt import OnnxTrunk
+
+    parts = list(trunk.parts)
+    found = [i for i, p in enumerate(parts) if isinstance(p, OnnxTrunk) and p.recheck]
+    if not found:
+        return None
+    part = parts[found[0]]
+    assert isinstance(part, OnnxTrunk)
+    if trunk is part:
+        return part.precise(), part
+    from ..trunks import CompositeTrunk
+
+    parts[found[0]] = part.precise()
+    return CompositeTrunk(parts, trunk.part_weights), part
+
+
+def _computed(
+    trunk: TrunkBase, fused: FusedHeads, texts: list[str], names: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """The heads ``names`` on ``trunk``'s vectors: those its graph holds from the graph,
+    the others (added since it was written) applied here."""
+    X, probs = trunk.encode_with_heads(texts, {n: fused.specs[n].digest for n in names})
+    rest = [n for n in names if n not in probs]
+    if rest:
+        probs.update(fused.probabilities(X, rest))
+    return {n: probs[n] for n in names}
+
+
+def trunk_probabilities(
+    trunk: TrunkBase, fused: FusedHeads, texts: list[str], names: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """Every head of ``names`` on ``texts`` from one pass of ``trunk``; when the trunk
+    keeps a float graph to recheck with, the rows of unsure texts come from that graph.
+    A head the margins do not cover (added or changed since the export) decides
+    nothing here."""
+    probs = _computed(trunk, fused, texts, names)
+    twin = precise_twin(trunk)
+    if twin is None or not texts:
+        return probs
+    precise, part = twin
+    margins = part.recheck_margins({n: fused.specs[n].digest for n in probs})
+    unsure = np.zeros(len(texts), dtype=bool)
+    for name, margin in margins.items():
+        unsure |= decision_gaps(fused.specs[name], probs[name]) < margin
+    rows = np.flatnonzero(unsure)
+    if rows.size:
+        again = _computed(precise, fused, [texts[int(i)] for i in rows], names)
+        for name in probs:
+            probs[name] = probs[name].copy()
+            probs[name][rows] = again[name]
+    return probs
