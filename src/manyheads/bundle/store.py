@@ -319,7 +319,8 @@ def check_paths(doc: dict[str, Any], folder: Path) -> None:
 
 def collect_garbage(folder: Path, bundle_json: str) -> None:
     """Remove what no saved document of ``folder`` names any more: kept data files,
-    fine-tuned trunk folders (``trunk-ID``), graph files (``model-SHA.onnx``); and
+    fine-tuned trunk folders (``trunk-ID``), graph files (``model-SHA.onnx``), static
+    tables (``static-SHA.safetensors``); and
     the temp files and staged folders of writers that died. Call it holding the
     lock, after the new ``bundle.json`` is in place."""
     doc = json.loads(bundle_json)
@@ -337,7 +338,8 @@ def collect_garbage(folder: Path, bundle_json: str) -> None:
     for old in folder.glob("trunk-*"):
         if old.is_dir() and f'"{old.name}"' not in bundle_json:
             shutil.rmtree(old, ignore_errors=True)
-    for old in folder.glob("model-*.onnx"):
-        if old.is_file() and f'"{old.name}"' not in bundle_json:
-            old.unlink(missing_ok=True)
+    for pattern in ("model-*.onnx", "static-*.safetensors"):
+        for old in folder.glob(pattern):
+            if old.is_file() and f'"{old.name}"' not in bundle_json:
+                old.unlink(missing_ok=True)
     remove_stale_temps(folder)

@@ -41,7 +41,7 @@ __all__ = [
     "spec_type",
 ]
 
-from .presets import HASHING_PRESETS, TRUNK_NAMES
+from .presets import COMPOSITE_PRESETS, HASHING_PRESETS, TRUNK_NAMES
 
 
 def __getattr__(name: str) -> Any:
@@ -69,6 +69,12 @@ def _known_settings(kind: Any) -> set[str] | None:
         return _settings(HashingTrunk)
     if kind == "byte":
         return {"config", "tier", "graph", "graph_sha256"}
+    if kind == "ngram":
+        from .ngram import NgramTrunk
+
+        return _settings(NgramTrunk)
+    if kind == "static":
+        return {"source", "file", "sha256"}
     if kind == "minilm":
         return _settings(TransformerTrunk, ("path", "registered"))
     if kind == "transformer":
@@ -89,6 +95,10 @@ def _defaults(kind: Any) -> dict[str, Any]:
         from .hashing import HashingTrunk
 
         cls = HashingTrunk
+    elif kind == "ngram":
+        from .ngram import NgramTrunk
+
+        cls = NgramTrunk
     elif kind in ("minilm", "transformer"):
         cls = TransformerTrunk
     if cls is None:
@@ -160,7 +170,7 @@ def spec_keeps_files(spec: dict[str, Any]) -> bool:
     """Whether the trunk a spec describes (or one of its parts) keeps files in the
     bundle folder: a graph, a tokenizer. Saving such a bundle builds its trunk, to
     write them."""
-    return any(p.get("type") in ("byte", "onnx") for p in _spec_parts(spec))
+    return any(p.get("type") in ("byte", "onnx", "static") for p in _spec_parts(spec))
 
 
 def spec_type(spec: dict[str, Any]) -> str:
@@ -182,12 +192,29 @@ def spec_name(spec: dict[str, Any]) -> str | None:
             return HashingTrunk(**options).name
         except ConfigError:
             return None  # a bad spec has no name; building its trunk says what is wrong
+    if kind == "ngram":
+        from .ngram import NgramTrunk
+
+        try:
+            return NgramTrunk(**_ngram_options(options)).name
+        except ConfigError:
+            return None
+    if kind == "static":
+        return "static" if options.get("source") == "minilm" else None
     if kind == "composite":
         names = [spec_name(p) for p in options.get("parts", [])]
         if any(n is None for n in names):
             return None
-        return composite_name([str(n) for n in names], options.get("weights"))
+        name = composite_name([str(n) for n in names], options.get("weights"))
+        return next((k for k, v in COMPOSITE_PRESETS.items() if v == name), name)
     return None
+
+
+def _ngram_options(options: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in options.items() if k != "version"}
+    if "ngram_range" in out:
+        out["ngram_range"] = tuple(out["ngram_range"])
+    return out
 
 
 def _from_spec(spec: dict[str, Any], base: Path | None = None) -> TrunkBase:
@@ -215,6 +242,12 @@ def _build(kind: Any, options: dict[str, Any], base: Path | None) -> TrunkBase:
         if "ngram_range" in options:
             options["ngram_range"] = tuple(options["ngram_range"])
         return HashingTrunk(**options)
+    if kind == "ngram":
+        from .ngram import NgramTrunk
+
+        return NgramTrunk(**_ngram_options(options))
+    if kind == "static":
+        return _static_from_spec(options, base)
     if kind == "byte":
         from .byte import ByteTrunk
 
@@ -242,8 +275,23 @@ def _build(kind: Any, options: dict[str, Any], base: Path | None) -> TrunkBase:
             folder = base / folder  # a trunk stored inside the bundle folder
         return TransformerTrunk(folder, **options)
     raise ManyheadsError(
-        f"unknown trunk type {kind!r}; known: minilm, hashing, transformer, composite, onnx, byte"
+        f"unknown trunk type {kind!r}; known: minilm, hashing, ngram, static, transformer, "
+        "composite, onnx, byte"
     )
+
+
+def _static_from_spec(options: dict[str, Any], base: Path | None) -> TrunkBase:
+    """A static trunk from its table file in the bundle folder; a spec without a file
+    (a bundle never saved) distils again, from its source."""
+    from .static import StaticTrunk, static_trunk
+
+    source = str(options.get("source") or "minilm")
+    file = options.get("file")
+    if file is None:
+        return static_trunk(None if source == "minilm" else source)
+    if base is None:
+        raise ManyheadsError("a static trunk with a table file is loaded from its bundle folder")
+    return StaticTrunk.from_file(base, str(file), options.get("sha256"), source=source)
 
 
 def load_trunk(
@@ -254,7 +302,8 @@ def load_trunk(
 ) -> TrunkBase:
     """Build a trunk from a name, a folder path, a spec dict, or return a trunk as is.
 
-    Names: ``minilm``, ``hashing``, ``tfidf``, a model folder path, or several
+    Names: ``minilm``, ``hashing``, ``tfidf``, ``ngram``, ``static`` (``static:PATH``),
+    ``fast`` (``static+ngram``), a model folder path, or several
     of these joined by ``+`` (a composite trunk), each optionally followed by
     ``@WEIGHT`` (``minilm@1+tfidf@0.5``). ``state`` holds fitted arrays (the
     idf of a hashing part) as saved in a bundle; ``base`` is the folder that
@@ -292,8 +341,18 @@ def _from_name(name: str) -> TrunkBase:
                 ) from None
             parts.append(_from_name(base))
         return CompositeTrunk(parts, weights)
+    if name in COMPOSITE_PRESETS:
+        return _from_name(COMPOSITE_PRESETS[name])
     if name == "minilm":
         return _from_spec({"type": "minilm"})
+    if name == "ngram":
+        from .ngram import NgramTrunk
+
+        return NgramTrunk()
+    if name == "static" or name.startswith("static:"):
+        from .static import static_trunk
+
+        return static_trunk(name.partition(":")[2] or None)
     if name in HASHING_PRESETS:
         from .hashing import HashingTrunk
 

@@ -60,9 +60,9 @@ class TrunkBase:
     of your own (one that has only ``name``, ``dim``, ``fingerprint``, ``encode`` and
     ``spec``) so that every caller asks the same questions of every trunk.
 
-    ``parts`` / ``combine``
-        A composite trunk's parts and how their vectors join; a plain trunk is its
-        own one part.
+    ``parts`` / ``part_weights`` / ``combine``
+        A composite trunk's parts, their weights and how their vectors join; a plain
+        trunk is its own one part.
     ``needs_fit`` / ``fit`` / ``state`` / ``load_state``
         Parts fitted on training texts (a TF-IDF idf): fitted once, their arrays
         stored in the bundle's weights file.
@@ -113,6 +113,11 @@ class TrunkBase:
     @property
     def parts(self) -> list[TrunkBase]:
         return [self]
+
+    @property
+    def part_weights(self) -> list[float]:
+        """The weight each part's vector is joined with (``parts``, in order)."""
+        return [1.0]
 
     def combine(self, blocks: Sequence[Features]) -> Features:
         """The trunk's vectors from its parts' (one block per part, in order)."""
@@ -229,14 +234,24 @@ def check_texts(texts: Sequence[str]) -> list[str]:
 def load_tokenizer_file(path: Path) -> Any:
     """A ``tokenizers`` tokenizer from its ``tokenizer.json`` (no truncation, no
     padding); an unreadable or malformed file is one line naming it."""
+    return tokenizer_from(str(path), f"the tokenizer {path}", text=False)
+
+
+def tokenizer_from(source: str, what: str, *, text: bool = True) -> Any:
+    """A ``tokenizers`` tokenizer from its JSON text (``text``) or file path, without
+    truncation or padding; a malformed one is one line: ``cannot read {what}: ...``."""
     from ..errors import ManyheadsError, require
 
     tokenizers = require("tokenizers", "transformers")
     try:
-        tok = tokenizers.Tokenizer.from_file(str(path))
+        tok = (
+            tokenizers.Tokenizer.from_str(source)
+            if text
+            else tokenizers.Tokenizer.from_file(source)
+        )
     except Exception as exc:  # tokenizers raises plain Exception for a bad file
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ManyheadsError(f"cannot read the tokenizer {path}: {first}") from None
+        raise ManyheadsError(f"cannot read {what}: {first}") from None
     tok.no_truncation()
     tok.no_padding()
     return tok

