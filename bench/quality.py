@@ -104,8 +104,8 @@ def main() -> None:
         "code": corpus_rows("code", args.code_rows),
     }
     splits = {name: grouped_split(rows) for name, rows in corpora.items()}
-    # TRUNK:C[:THRESHOLDS], or TRUNK:mlp[:THRESHOLDS]
-    configs = [[*c.split(":"), "f1"][:3] for c in args.configs.split(",")]
+    # TRUNK:C[:THRESHOLDS[:pw]], or TRUNK:mlp[:THRESHOLDS]; pw: part_weights="auto"
+    configs = [[*c.split(":"), "f1", ""][:4] for c in args.configs.split(",")]
     results: dict[str, Any] = {"configs": args.configs, "tasks": {}}
     tuned: Bundle | None = None
     if args.finetune_epochs > 0:
@@ -196,7 +196,7 @@ def main() -> None:
                 "val_ece": m.get("ece"),
                 "C_": getattr(tuned.heads[field], "C_", None),
             }
-        for trunk, C, thr in configs:
+        for trunk, C, thr, pw in configs:
             bundle = Bundle(trunk=trunk, cache=cache)
             t = time.perf_counter()
             head_type = "mlp" if C == "mlp" else "linear"
@@ -212,6 +212,7 @@ def main() -> None:
                 kind=kind,
                 groups=[r["group"] for r in train],
                 thresholds=thr,
+                part_weights="auto" if pw == "pw" else "fixed",
                 **kwargs,
             )
             train_s = time.perf_counter() - t
@@ -219,6 +220,7 @@ def main() -> None:
             head = bundle.heads[field]
             label = trunk
             suffix = "" if thr == "f1" or kind != "multilabel" else " thr=acc"
+            suffix += " pw=auto" if pw == "pw" else ""
             row[f"manyheads {label} {C}{suffix}"] = {
                 "accuracy": ev["accuracy"],
                 "macro_f1": ev["macro_f1"],
@@ -228,6 +230,7 @@ def main() -> None:
                 "val_ece": s.metrics.get("ece"),
                 "cv_ece": s.metrics.get("ece_cv"),
                 "C_": getattr(head, "C_", None),
+                "part_weights": (s.metrics.get("part_weights") or {}).get("multipliers"),
             }
         results["tasks"][task] = row
         print(f"\n{task} ({kind}; {len(train)} train / {len(test)} test rows)")
@@ -239,6 +242,8 @@ def main() -> None:
                     extra += f"  val_ece={m['val_ece']:.4f}"
                 if m.get("cv_ece") is not None:
                     extra += f"  cv_ece={m['cv_ece']:.4f}"
+                if m.get("part_weights") is not None:
+                    extra += f"  parts x{m['part_weights']}"
                 print(
                     f"{name:<34}{m['accuracy']:>9.4f}{m['macro_f1']:>9.4f}{m['ece']:>8.4f}"
                     f"{m['train_s']:>9.1f}{extra}"

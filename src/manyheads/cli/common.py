@@ -33,7 +33,8 @@ HELP: dict[str, str | None] = {
     ),
     "--group-field": "Rows sharing a group stay on one side of the train/validation split.",
     "--trunk": (
-        "Trunk of a new bundle: minilm+tfidf (default), minilm, hashing, tfidf, a model "
+        "Trunk of a new bundle: minilm+tfidf (default), minilm, hashing, tfidf, ngram, static "
+        "(static:PATH), fast (static+ngram), a model "
         "folder path, or several joined by '+' (with weights: minilm@1+tfidf@0.5); or byte (a"
         " byte trunk trained here on the file's tasks)."
     ),
@@ -51,6 +52,10 @@ HELP: dict[str, str | None] = {
         "Inverse regularisation strength, or 'auto' (default) to pick it on the validation split."
     ),
     "--class-weight": "'balanced' for imbalanced labels.",
+    "--part-weights": (
+        "On a composite trunk: auto (default) lets each linear head weigh the trunk's parts "
+        "on its validation split; fixed keeps the trunk's weights."
+    ),
     "--head": (
         "linear (fused, default), mlp (one hidden layer), or auto (the better of both on the "
         "validation split)."

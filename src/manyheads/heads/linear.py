@@ -199,10 +199,7 @@ class LinearHead(HeadBase):
             return 1.0, solve(1.0, warm)
 
         def score(sol: LinearSolution) -> float:
-            z = X_val @ sol.coef.T + sol.intercept
-            if self.kind == "binary":
-                z = z[:, 0]
-            return calibrated_nll(z, target, self.kind)[1]
+            return self._calibrated_loss(X_val, target, sol.coef, sol.intercept)
 
         first = solve(1.0, warm)
         results = {1.0: (score(first), first)}
@@ -218,6 +215,22 @@ class LinearHead(HeadBase):
                 break  # improving upwards: no need to look below 1
         best = min(results, key=lambda c: results[c][0])
         return best, results[best][1]
+
+    def _calibrated_loss(self, X_val: Any, target: np.ndarray, coef: Any, intercept: Any) -> float:
+        z = X_val @ coef.T + intercept
+        if self.kind == "binary":
+            z = z[:, 0]
+        return float(calibrated_nll(z, target, self.kind)[1])
+
+    def validation_loss(self, X_val: Any, y_val: Any) -> float:
+        """The log-loss on ``(X_val, y_val)`` at the best temperature: what ``C="auto"``
+        (and a composite trunk's ``part_weights="auto"``) minimise."""
+        check_is_fitted(self, "coef_")
+        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
+        X_val, target = self._known_validation(X_val, y_val)
+        if len(target) == 0:
+            return float("inf")
+        return self._calibrated_loss(X_val, target, self.coef_, self.intercept_)
 
     def refit_keeping_calibration(self, X: Any, y: Any) -> LinearHead:
         """Fit again on ``X`` / ``y`` (all rows; warm start), keeping the temperature and

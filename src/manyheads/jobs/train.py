@@ -19,6 +19,7 @@ from ..heads.kinds import (
     head_type_problem,
 )
 from ..heads.record import HeadLimits
+from ..train.parts import PART_WEIGHTS
 from ..trunks import load_trunk
 from .byte import train_byte_heads, train_new_byte
 from .options import (
@@ -63,6 +64,7 @@ def train_report(
     val_fraction: float = 0.2,
     C: float | str = "auto",
     class_weight: str | None = None,
+    part_weights: str = "auto",
     head: str = "linear",
     thresholds: str = "accuracy",
     seed: int = 0,
@@ -101,6 +103,11 @@ def train_report(
     problem = head_type_problem(head)
     if problem is not None:
         raise ConfigError(problem.replace("head type", "{head}", 1), options=("head",))
+    if part_weights not in PART_WEIGHTS:
+        raise ConfigError(
+            f"{{part_weights}} must be auto or fixed, got {part_weights!r}",
+            options=("part_weights",),
+        )
     if class_weight not in (None, "balanced"):
         raise ConfigError(
             f"{{class_weight}} must be 'balanced', got {class_weight!r}", options=("class_weight",)
@@ -151,6 +158,7 @@ def train_report(
     common: dict[str, Any] = {
         "C": C,
         "class_weight": class_weight,
+        "part_weights": part_weights,
         "head": head,
         "thresholds": thresholds,
         "seed": seed,

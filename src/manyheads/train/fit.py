@@ -30,11 +30,12 @@ from ..heads.kinds import (
 )
 from ..heads.linear import LinearHead
 from ..trunks.base import check_texts
+from .parts import check_part_weights, choose_multipliers, column_scale, fold_columns, scale_columns
 
 if TYPE_CHECKING:
     from ..heads import AnyHead
     from ..heads.record import HeadLimits
-    from ..trunks import Features
+    from ..trunks import Features, TrunkBase
 
 __all__ = ["FitOptions", "HeadSet", "HeadSummary", "fit_head", "split"]
 
@@ -52,6 +53,9 @@ class HeadSet(Protocol):
 
     @property
     def trunk_fingerprint(self) -> str: ...
+
+    @property
+    def trunk(self) -> TrunkBase: ...
 
     def fit_trunk(self, texts: Sequence[str]) -> None: ...
 
@@ -86,6 +90,7 @@ class FitOptions(TypedDict, total=False):
     seed: int
     progress: bool
     path_sep: str
+    part_weights: str
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,40 @@ def _dense(X: Any) -> np.ndarray:
     return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
 
 
+def _part_scale(
+    trunk: TrunkBase, make: Any, X: Any, y: list[Any], X_val: Any, y_val: list[Any]
+) -> tuple[np.ndarray | None, LinearHead | None, dict[str, Any] | None]:
+    """``(column scale, head, report)`` for ``part_weights="auto"``: the multipliers
+    chosen on the validation split at the C a head on the trunk's own vectors chooses.
+    The scale is ``None`` when every multiplier stays 1; the head is then that first
+    head, fitted and calibrated (``None`` otherwise)."""
+    dims = [int(p.dim) for p in trunk.parts]
+    if len(dims) < 2:
+        return None, None, None
+    first: LinearHead = make("linear")
+    first.fit(X, y, X_val=X_val, y_val=y_val)
+
+    def loss(multipliers: np.ndarray) -> float:
+        if (multipliers == 1).all():
+            return first.validation_loss(X_val, y_val)
+        col = column_scale(dims, trunk.part_weights, multipliers)
+        probe: LinearHead = make("linear")
+        probe.set_params(C=first.C_)
+        probe.fit(scale_columns(X, col), y)
+        return probe.validation_loss(scale_columns(X_val, col), y_val)
+
+    multipliers, tried = choose_multipliers(loss, len(dims))
+    report = {
+        "parts": [p.name for p in trunk.parts],
+        "multipliers": [float(m) for m in multipliers],
+        "C": float(first.C_),
+        "tried": tried,
+    }
+    if (multipliers == 1).all():
+        return None, first, report
+    return column_scale(dims, trunk.part_weights, multipliers), None, report
+
+
 def fit_head(
     bundle: HeadSet,
     name: str,
@@ -174,6 +213,7 @@ def fit_head(
     seed: int = 0,
     progress: bool = False,
     path_sep: str = PATH_SEP,
+    part_weights: str = "fixed",
 ) -> HeadSummary:
     """Train (or replace) head ``name`` of ``bundle`` on ``texts`` / ``labels``.
 
@@ -183,6 +223,11 @@ def fit_head(
     (both, keeping the one with the better validation accuracy).
     ``thresholds``: what binary / multilabel thresholds maximise on the
     validation split, ``"f1"`` (default) or ``"accuracy"``.
+
+    ``part_weights``: on a composite trunk (``minilm+tfidf``, ``fast``), ``"fixed"``
+    (default) uses the trunk's part weights; ``"auto"`` lets a linear head choose a
+    multiplier for each part on its validation split, folded into its coefficients
+    (:mod:`~manyheads.train.parts`; ``metrics["part_weights"]``).
 
     ``kind="hierarchical"``: each label is a path (``"role::program"``; parts
     separated by ``path_sep``), one or several per text; the head answers every
@@ -229,6 +274,7 @@ def fit_head(
     if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
         raise DataError("val_texts and val_labels must be given together, same length")
     candidates = ["linear", "mlp"] if head == "auto" else [head]
+    part_weights = check_part_weights(part_weights)
 
     def make(head_type: str) -> AnyHead:
         return new_head(
@@ -265,10 +311,18 @@ def fit_head(
     try:
         if head != "linear" and sp.issparse(X):  # MLP heads take dense input
             X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
+        scale, prefit, chosen = None, None, None
+        if part_weights == "auto" and head == "linear" and y_val:
+            scale, prefit, chosen = _part_scale(bundle.trunk, make, X, y, X_val, y_val)
+            if scale is not None:
+                X, X_val, X_all = (scale_columns(m, scale) for m in (X, X_val, X_all))
         fitted: list[tuple[Any, ...]] = []
         for head_type in candidates:
-            model = make(head_type)
-            model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
+            if prefit is not None and head_type == "linear":
+                model = prefit
+            else:
+                model = make(head_type)
+                model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
             Xv, yv = known_only(model, X_val, y_val) if y_val else (X_val, y_val)
             found = head_scores(model, Xv, yv) if len(yv) else {"n": 0}
             fitted.append((found.get("accuracy", 0.0), -len(fitted), model, found, Xv, yv))
@@ -299,6 +353,10 @@ def fit_head(
                     metrics["ece_cv"] = cv["ece_cv"]
     except DataError as exc:
         raise DataError(f"head {name!r}: {exc}") from exc
+    if chosen is not None:
+        metrics["part_weights"] = chosen
+    if scale is not None and isinstance(model, LinearHead):
+        model.coef_ = fold_columns(model.coef_, scale)  # the trunk's own vectors from now on
     seconds = time.perf_counter() - t1
     # the kept data is every row given, validation rows included
     kept_texts, kept_labels, kept_groups = texts, labels, groups

@@ -1,0 +1,99 @@
+"""Per-head part weights for composite trunks (``part_weights="auto"``).
+
+A composite trunk joins its parts' unit vectors with fixed weights. A head may want
+another mix (a language head leans on character n-grams, a topic head on meaning),
+so it chooses a multiplier for each part on its validation split, the way
+``C="auto"`` chooses C: the first part's multiplier stays 1, each other part's is
+walked by factors of 2 from 1 (up while the calibrated validation log-loss falls,
+else down), at most :data:`STEPS` steps each way. The scaled vectors are brought
+back to unit length, so C keeps its meaning. The head is then fitted on the
+scaled vectors and the scale is folded into its coefficients
+(:func:`fold_columns`): the fused product of the bundle costs nothing more, and
+the trunk's vectors stay as they are for every other head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError
+
+__all__ = [
+    "PART_WEIGHTS",
+    "STEPS",
+    "check_part_weights",
+    "choose_multipliers",
+    "column_scale",
+    "fold_columns",
+    "scale_columns",
+]
+
+PART_WEIGHTS = ("fixed", "auto")
+STEPS = 3  # factors of 2: multipliers from 1/8 to 8
+
+
+def check_part_weights(value: Any) -> str:
+    if value not in PART_WEIGHTS:
+        raise ConfigError(f"part_weights must be one of {', '.join(PART_WEIGHTS)}, got {value!r}")
+    return str(value)
+
+
+def column_scale(
+    dims: Sequence[int], weights: Sequence[float], multipliers: np.ndarray
+) -> np.ndarray:
+    """Per column, the factor that turns the trunk's vectors (parts weighted by
+    ``weights``) into vectors with the parts' weights multiplied by ``multipliers``,
+    of unit length again."""
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / np.sqrt((w * w).sum())
+    new = w * multipliers
+    factor = multipliers / np.sqrt((new * new).sum())
+    return np.repeat(factor, np.asarray(dims, dtype=np.int64)).astype(np.float32)
+
+
+def scale_columns(X: Any, scale: np.ndarray) -> Any:
+    """``X`` with each column multiplied by ``scale`` (sparse stays sparse)."""
+    if sp.issparse(X):
+        out = sp.csr_matrix(X, copy=True)
+        out.data *= scale[out.indices]
+        return out
+    return np.asarray(X, dtype=np.float32) * scale
+
+
+def fold_columns(coef: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Coefficients fitted on scaled vectors, for the unscaled ones."""
+    return (coef * scale).astype(coef.dtype)
+
+
+def choose_multipliers(
+    loss: Callable[[np.ndarray], float], parts: int
+) -> tuple[np.ndarray, dict[str, float]]:
+    """The multipliers (first part 1) with the lowest ``loss``, walked part by part;
+    and every multiplier set tried with its loss."""
+    best = np.ones(parts)
+    tried: dict[str, float] = {}
+
+    def score(m: np.ndarray) -> float:
+        key = ",".join(f"{v:g}" for v in m)
+        if key not in tried:
+            tried[key] = float(loss(m))
+        return tried[key]
+
+    best_loss = score(best)
+    for p in range(1, parts):
+        for factor in (2.0, 0.5):
+            moved = False
+            for _ in range(STEPS):
+                m = best.copy()
+                m[p] *= factor
+                value = score(m)
+                if not value < best_loss:
+                    break
+                best, best_loss, moved = m, value, True
+            if moved:
+                break  # improving upwards: no need to look below
+    return best, tried
