@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,28 @@ __all__ = [
     "check_scores",
     "spec_from_record",
 ]
+
+
+_BLOCK = 256  # rows of a sparse X per product
+
+
+def product(X: Any, W: np.ndarray) -> np.ndarray:
+    """``X @ W`` (float32). A sparse ``X`` (SciPy CSR, wide and thin: n-gram parts) is
+    multiplied a block of rows at a time, each block column-major (CSC reads each row
+    of ``W`` once per block rather than once per text that has it: ~5x fewer memory
+    reads), the blocks on a thread pool (SciPy's products release the GIL)."""
+    if not hasattr(X, "tocsc"):  # dense: numpy's BLAS uses every core already
+        return np.asarray(np.asarray(X, dtype=np.float32) @ W)
+    X = X.astype(np.float32)
+    n = X.shape[0]
+    if n <= _BLOCK:
+        return np.asarray(X.tocsc() @ W)
+
+    def block(start: int) -> np.ndarray:
+        return np.asarray(X[start : start + _BLOCK].tocsc() @ W)
+
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        return np.vstack(list(pool.map(block, range(0, n, _BLOCK))))
 
 
 @dataclass(frozen=True)
@@ -191,8 +215,7 @@ class FusedHeads:
         if X.shape[1] != self.dim:
             raise DataError(f"X has {X.shape[1]} features but the heads expect {self.dim}")
         W, b, slices = self._subset(names)
-        X = X.astype(np.float32) if hasattr(X, "tocsr") else np.asarray(X, dtype=np.float32)
-        Z = np.asarray(X @ W)
+        Z = product(X, W)
         Z += b
         out: dict[str, np.ndarray] = {}
         for n in names:
