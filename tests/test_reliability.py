@@ -376,6 +376,13 @@ def _byte_graph(doc: dict[str, Any]) -> None:
     doc["trunk"]["spec"] = {"type": "byte", "graph": "../g.onnx", "graph_sha256": "0" * 64}
 
 
+def _static_table(file: str, sha: Any) -> Any:
+    def fn(doc: dict[str, Any]) -> None:
+        doc["trunk"]["spec"] = {"type": "static", "source": "minilm", "file": file, "sha256": sha}
+
+    return fn
+
+
 HOSTILE_FILES = {
     "labels-dicts": (_set_head("labels", [{"a": 1}, {"b": 2}]), r"label #0 .* is a dict"),
     "tiny-temperature": (_set_head("temperature", 1e-300), r"temperature must be a number in"),
@@ -389,6 +396,8 @@ HOSTILE_FILES = {
     "onnx-without-sha": (_onnx_trunk(None), r"needs its SHA-256"),
     "onnx-outside": (_onnx_trunk("0" * 64, "../../etc/passwd"), r"leads outside the bundle"),
     "byte-graph-outside": (_byte_graph, r"byte trunk's 'graph' .* leads outside"),
+    "static-outside": (_static_table("../t.safetensors", "0" * 64), r"static .* leads outside"),
+    "static-without-sha": (_static_table("static-a.safetensors", None), r"needs its SHA-256"),
 }
 
 

@@ -279,6 +279,10 @@ def _check_trunk_paths(spec: Any, folder: Path, root: Path) -> None:
         if spec.get("graph") is not None:
             inside(folder, spec["graph"], "the byte trunk's 'graph'", root=root)
             _check_sha(folder, spec.get("graph_sha256"), "the byte trunk's 'graph'")
+    elif kind == "static":
+        if spec.get("file") is not None:
+            inside(folder, spec["file"], "the static trunk's 'file'", root=root)
+            _check_sha(folder, spec.get("sha256"), "the static trunk's 'file'")
     elif kind == "transformer":
         path = spec.get("path")
         # an absolute path is a model folder of the user's, checked by its fingerprint;
