@@ -56,6 +56,17 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import content_data as cd  # noqa: E402
 
 HEADS = {"code_language": "multiclass", "language": "multiclass", "kind": "multiclass"}
+# the scores shown per system: (key of content_data.score, column title)
+COLUMNS = [
+    ("code_language", "code_lang"),
+    ("code_language_on_code", "code_lang (code)"),
+    ("language_20", "language >=20ch"),
+    ("language_all", "language all"),
+    ("zxx", "zxx (code..log)"),
+    ("kind", "kind"),
+    ("risk_micro_f1", "risk micro-F1"),
+    ("risk_false_alarms_real", "risk false alarms"),
+]
 # what a new user pastes (the snippets that had wrong answers)
 EXAMPLES = [
     "SELECT * FROM users;",
@@ -203,16 +214,7 @@ def main() -> None:
             "seconds": sec,
         }
     results["systems"] = systems
-    cols = [
-        ("code_language", "code_lang"),
-        ("code_language_on_code", "code_lang (code)"),
-        ("language_20", "language >=20ch"),
-        ("language_all", "language all"),
-        ("zxx", "zxx (code..log)"),
-        ("kind", "kind"),
-        ("risk_micro_f1", "risk micro-F1"),
-        ("risk_false_alarms_real", "risk false alarms"),
-    ]
+    cols = COLUMNS
     print(f"\n{'system':34s} " + " ".join(f"{c[1]:>17s}" for c in cols))
     for name, s in systems.items():
         print(f"{name:34s} " + " ".join(f"{s[c[0]]:17.3f}" for c in cols))

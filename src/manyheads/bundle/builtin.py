@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 # bundles shipped inside the package (manyheads/models/NAME/), loaded by name
-BUILTIN_BUNDLES = ("content",)
+BUILTIN_BUNDLES = ("content", "content-fast")
 
 
 def builtin_root() -> Path:
@@ -37,7 +37,7 @@ def builtin_root() -> Path:
 def bundle_folder(path: str | os.PathLike[str], tier: int | None = None) -> Path:
     """The folder :meth:`Bundle.load` reads for ``path`` and ``tier``.
 
-    A name (a ``str``) in :data:`BUILTIN_BUNDLES` (``"content"``) is the
+    A name (a ``str``) in :data:`BUILTIN_BUNDLES` (``"content"``, ``"content-fast"``) is the
     built-in bundle of that name, always; a bundle folder of that name is
     written as a path (``"./content"``, or a :class:`~pathlib.Path`).
     ``tier``: a tier of a byte bundle other than its own is its sub-bundle
