@@ -65,6 +65,14 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
     fsync_dir(path.parent)
 
 
+def user_cache_folder() -> Path:
+    """Where manyheads keeps what it computes once per machine (the embedding cache,
+    distilled static tables): ``$MANYHEADS_CACHE_DIR``, else the user cache folder."""
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("MANYHEADS_CACHE_DIR") or user_cache_dir("manyheads"))
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     with atomic_open(path, "wb") as fh:
         fh.write(data)

@@ -21,8 +21,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from platformdirs import user_cache_dir
 
+from ._io import user_cache_folder
 from .errors import ConfigError, ManyheadsError
 
 __all__ = ["EmbeddingCache", "default_cache_path", "text_key"]
@@ -40,8 +40,7 @@ _DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
 def default_cache_path() -> Path:
-    folder = os.environ.get("MANYHEADS_CACHE_DIR") or user_cache_dir("manyheads")
-    return Path(folder) / "embeddings.sqlite"
+    return user_cache_folder() / "embeddings.sqlite"
 
 
 def text_key(text: str) -> bytes:

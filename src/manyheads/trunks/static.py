@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
@@ -38,12 +37,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._io import user_cache_folder
 from ..errors import ConfigError, ManyheadsError
 from .base import (
     TrunkBase,
     check_texts,
     config_fingerprint,
-    file_sha256,
     l2_normalise,
     tokenizer_from,
 )
@@ -84,22 +83,30 @@ def write_static_file(
 def load_static_file(path: Path) -> tuple[np.ndarray, str, dict[str, Any]]:
     """``(table, tokenizer_json, meta)`` of a static table file; one line naming the file
     when it is missing or malformed."""
-    from safetensors import SafetensorError, safe_open
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise ManyheadsError(f"cannot read the static table {path}: {exc}") from None
+    return _parse(blob, path)
+
+
+def _parse(blob: bytes, path: Path) -> tuple[np.ndarray, str, dict[str, Any]]:
+    """What :func:`load_static_file` returns, from the file's bytes."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
 
     try:
-        with safe_open(str(path), framework="numpy") as fh:
-            meta = fh.metadata() or {}
-            names = list(fh.keys())
-            if "embeddings" not in names or "tokenizer" not in meta:
-                raise ManyheadsError(
-                    f"{path} is not a static table file (it needs an 'embeddings' tensor "
-                    "and a tokenizer)"
-                )
-            table = fh.get_tensor("embeddings")
-    except (OSError, ValueError, SafetensorError) as exc:
+        size = int.from_bytes(blob[:8], "little")
+        meta = json.loads(blob[8 : 8 + size]).get("__metadata__") or {}
+        tensors = load(blob)
+    except (ValueError, AttributeError, SafetensorError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ManyheadsError(f"cannot read the static table {path}: {first}") from None
-    return table, meta["tokenizer"], json.loads(meta.get("meta") or "{}")
+    if "embeddings" not in tensors or "tokenizer" not in meta:
+        raise ManyheadsError(
+            f"{path} is not a static table file (it needs an 'embeddings' tensor and a tokenizer)"
+        )
+    return tensors["embeddings"], meta["tokenizer"], json.loads(meta.get("meta") or "{}")
 
 
 class StaticTrunk(TrunkBase):
@@ -157,12 +164,13 @@ class StaticTrunk(TrunkBase):
         path = folder / file
         if not path.is_file():
             raise ManyheadsError(f"the static trunk's table {path} is missing")
-        if sha256 and file_sha256(path) != sha256:
+        blob = path.read_bytes()  # read once: checked, then parsed
+        if sha256 and hashlib.sha256(blob).hexdigest() != sha256:
             raise ManyheadsError(
                 f"the static trunk's table {path} does not match the sha256 in bundle.json "
                 "(the file was changed or damaged)"
             )
-        table, tokenizer_json, _ = load_static_file(path)
+        table, tokenizer_json, _ = _parse(blob, path)
         return cls(table, tokenizer_json, source=source, file=file, sha256=sha256, folder=folder)
 
     @property
@@ -229,12 +237,6 @@ class StaticTrunk(TrunkBase):
 # -- building one by name ------------------------------------------------------------
 
 
-def _cache_folder() -> Path:
-    from platformdirs import user_cache_dir
-
-    return Path(os.environ.get("MANYHEADS_CACHE_DIR") or user_cache_dir("manyheads")) / "static"
-
-
 def static_trunk(source: str | None = None) -> StaticTrunk:
     """``static`` (``source`` None: distilled from the MiniLM that ships) or
     ``static:PATH``: a model2vec / sentence-transformers static folder as it is, or a
@@ -260,7 +262,7 @@ def static_trunk(source: str | None = None) -> StaticTrunk:
         teacher = TransformerTrunk(minilm_path(), name="minilm", registered=True)
         name = "minilm"
     settings = hashlib.sha256(json.dumps(DISTIL_SETTINGS, sort_keys=True).encode()).hexdigest()
-    cached = _cache_folder() / f"{teacher.fingerprint}-{settings[:8]}.safetensors"
+    cached = user_cache_folder() / "static" / f"{teacher.fingerprint}-{settings[:8]}.safetensors"
     if cached.is_file():
         try:
             table, tokenizer_json, _ = load_static_file(cached)
