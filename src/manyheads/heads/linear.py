@@ -110,10 +110,18 @@ class LinearHead(HeadBase):
         X_val: Any = None,
         y_val: Any = None,
         sample_weight: Any = None,
+        soft_target: tuple[Sequence[Any], Any] | None = None,
     ) -> LinearHead:
         """Fit on ``X`` (n x d embeddings) and ``y``; calibrate on ``(X_val, y_val)``.
 
         Without validation data the temperature stays 1 and thresholds 0.5.
+
+        ``soft_target=(labels, P)``: learn from the probabilities ``P`` (n x len(labels),
+        a teacher's answers) instead of ``y``: softmax cross-entropy against each row's
+        distribution (multiclass), sigmoid cross-entropy against each label's
+        probability (binary: the second class's; multilabel). ``y`` still names the
+        classes (those of ``labels`` that ``y`` never holds are dropped, a multiclass
+        row's probabilities renormalised) and the validation data stays hard labels.
         """
         previous_classes = getattr(self, "classes_", None)
         X, target = self._fit_start(X, y)
@@ -129,6 +137,7 @@ class LinearHead(HeadBase):
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and not sw.any():
             raise DataError("sample_weight must contain at least one non-zero weight")
+        Q = None if soft_target is None else self._soft_columns(*soft_target, rows=X.shape[0])
         if self.kind in SET_KINDS:
             Y = target.astype(np.float64)
             pos_weight = self._label_weights(Y)
@@ -136,7 +145,7 @@ class LinearHead(HeadBase):
             def solve(C: float, start: LinearSolution | None) -> LinearSolution:
                 return fit_sigmoid(
                     X,
-                    Y,
+                    Y if Q is None else Q,
                     C=C,
                     sample_weight=sw,
                     pos_weight=pos_weight,
@@ -154,7 +163,7 @@ class LinearHead(HeadBase):
                 if self.kind == "binary":
                     return fit_sigmoid(
                         X,
-                        idx[:, None],
+                        idx[:, None] if Q is None else Q,
                         C=C,
                         sample_weight=sw,
                         warm_start=start,
@@ -163,7 +172,7 @@ class LinearHead(HeadBase):
                     )
                 return fit_softmax(
                     X,
-                    idx,
+                    idx if Q is None else Q,
                     len(self.classes_),
                     C=C,
                     sample_weight=sw,
@@ -190,6 +199,26 @@ class LinearHead(HeadBase):
         if has_val:
             self.calibrate_on(X_val, y_val)
         return self
+
+    def _soft_columns(self, labels: Sequence[Any], P: Any, *, rows: int) -> np.ndarray:
+        """``P``'s columns in the order of ``classes_`` (binary: the positive class's)."""
+        P = np.asarray(P, dtype=np.float64)
+        names = list(labels)
+        if P.ndim != 2 or P.shape != (rows, len(names)):
+            raise DataError(
+                f"soft targets must be {rows} rows x {len(names)} labels, got shape {P.shape}"
+            )
+        if not np.isfinite(P).all() or P.min() < 0 or P.max() > 1:
+            raise DataError("soft targets must be probabilities in [0, 1]")
+        where = {label: i for i, label in enumerate(names)}
+        missing = [c for c in self.classes_.tolist() if c not in where]
+        if missing:
+            raise DataError(f"soft targets have no column for label(s) {missing[:5]}")
+        classes = self.classes_.tolist()[1:] if self.kind == "binary" else self.classes_.tolist()
+        Q = P[:, [where[c] for c in classes]]
+        if self.kind == "multiclass":
+            Q = Q / np.maximum(Q.sum(axis=1, keepdims=True), 1e-12)
+        return Q
 
     def _select_C(self, solve, warm, X_val, y_val):  # type: ignore[no-untyped-def]
         """Walk C by factors of 4 from 1 while the calibrated validation log-loss improves."""
@@ -232,9 +261,12 @@ class LinearHead(HeadBase):
             return float("inf")
         return self._calibrated_loss(X_val, target, self.coef_, self.intercept_)
 
-    def refit_keeping_calibration(self, X: Any, y: Any) -> LinearHead:
-        """Fit again on ``X`` / ``y`` (all rows; warm start), keeping the temperature and
-        the thresholds fitted on the validation split."""
+    def refit_keeping_calibration(
+        self, X: Any, y: Any, *, soft_target: tuple[Sequence[Any], Any] | None = None
+    ) -> LinearHead:
+        """Fit again on ``X`` / ``y`` (all rows; warm start; ``soft_target`` as in
+        :meth:`fit`), keeping the temperature and the thresholds fitted on the
+        validation split."""
         temperature = self.temperature_
         old: dict[Any, float] = {}
         if self.kind in SET_KINDS:
@@ -242,7 +274,7 @@ class LinearHead(HeadBase):
         binary_threshold = float(self.thresholds_[0])
         self.set_params(warm_start=True)
         try:
-            self.fit(X, y)
+            self.fit(X, y, soft_target=soft_target)
         finally:
             self.set_params(warm_start=False)
         self.temperature_ = temperature

@@ -47,23 +47,29 @@ def fit_softmax(
     max_iter: int = 500,
     tol: float = 1e-4,
 ) -> LinearSolution:
-    """Multinomial logistic regression; ``y`` holds class indices."""
+    """Multinomial logistic regression; ``y`` holds class indices, or is an ``(n, K)``
+    matrix of target probabilities (soft targets: the cross-entropy against each row's
+    distribution, as in distillation)."""
     X, XT, sw, total = _prepare(X, sample_weight)
     n, d = X.shape
     K = n_classes
     rows = np.arange(n)
     scale = (sw / total).astype(np.float32)
     lam = 1.0 / (C * total)
+    Q = np.asarray(y, dtype=np.float32) if np.ndim(y) == 2 else None
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
         W64, Z = _logits(X, w, d, K)
         Z -= Z.max(axis=1, keepdims=True)
-        z_true = Z[rows, y].copy()
+        z_true = np.einsum("ij,ij->i", Z, Q) if Q is not None else Z[rows, y].copy()
         np.exp(Z, out=Z)
         s = Z.sum(axis=1)
         loss = float(np.dot(scale, np.log(s) - z_true))
         Z /= s[:, None]
-        Z[rows, y] -= 1.0
+        if Q is not None:
+            Z -= Q
+        else:
+            Z[rows, y] -= 1.0
         Z *= scale[:, None]
         return _penalised(w, W64, XT, Z, loss, lam)
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import check_groups, data_hash, split_indices
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
 from ..heads.kinds import (
@@ -91,6 +91,7 @@ class FitOptions(TypedDict, total=False):
     progress: bool
     path_sep: str
     part_weights: str
+    soft_targets: tuple[Sequence[Any], Any] | None
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ def fit_head(
     progress: bool = False,
     path_sep: str = PATH_SEP,
     part_weights: str = "fixed",
+    soft_targets: tuple[Sequence[Any], Any] | None = None,
 ) -> HeadSummary:
     """Train (or replace) head ``name`` of ``bundle`` on ``texts`` / ``labels``.
 
@@ -251,6 +253,12 @@ def fit_head(
     decisions gain from the extra rows, while binary / multilabel decisions
     rest on thresholds tuned for the train-part model's confidence, which a
     refit shifts (measured in bench/RESULTS.md).
+
+    ``soft_targets=(label_names, P)``: a linear head learns from probabilities (``P``,
+    one row per text, one column per name; a teacher's answers, see
+    :mod:`manyheads.absorb`) instead of ``labels``, which still name the classes and
+    are what calibration and the metrics are measured against. Such a head is not
+    refitted unless ``refit`` says so.
     """
     name = check_head_name(name)
     kind = check_kind(kind)
@@ -275,6 +283,16 @@ def fit_head(
         raise DataError("val_texts and val_labels must be given together, same length")
     candidates = ["linear", "mlp"] if head == "auto" else [head]
     part_weights = check_part_weights(part_weights)
+    soft = None
+    if soft_targets is not None:
+        if head != "linear":
+            raise ConfigError(f"head {name!r}: soft targets train linear heads, not {head!r}")
+        soft_names, soft = list(soft_targets[0]), np.asarray(soft_targets[1], dtype=np.float32)
+        if soft.ndim != 2 or soft.shape[0] != len(texts):
+            raise DataError(
+                f"head {name!r}: soft targets must have one row per text ({len(texts)}), "
+                f"got shape {soft.shape}"
+            )
 
     def make(head_type: str) -> AnyHead:
         return new_head(
@@ -308,6 +326,7 @@ def fit_head(
         X, X_val = X_all[train_idx], X_all[val_idx]
         y = [labels[i] for i in train_idx]
         y_val = [labels[i] for i in val_idx]
+    soft_fit = None if soft is None else (soft_names, soft[train_idx])
     try:
         if head != "linear" and sp.issparse(X):  # MLP heads take dense input
             X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
@@ -318,11 +337,12 @@ def fit_head(
                 X, X_val, X_all = (scale_columns(m, scale) for m in (X, X_val, X_all))
         fitted: list[tuple[Any, ...]] = []
         for head_type in candidates:
-            if prefit is not None and head_type == "linear":
+            if prefit is not None and head_type == "linear" and soft_fit is None:
                 model = prefit
             else:
                 model = make(head_type)
-                model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None)
+                extra = {} if soft_fit is None else {"soft_target": soft_fit}
+                model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None, **extra)
             Xv, yv = known_only(model, X_val, y_val) if y_val else (X_val, y_val)
             found = head_scores(model, Xv, yv) if len(yv) else {"n": 0}
             fitted.append((found.get("accuracy", 0.0), -len(fitted), model, found, Xv, yv))
@@ -338,12 +358,13 @@ def fit_head(
             metrics["ece_uncalibrated"] = head_scores(model, X_val, y_val)["ece"]
             model.temperature_ = temperature
         if refit is None:  # default: multiclass heads only (see the docstring)
-            refit = kind == "multiclass"
+            refit = kind == "multiclass" and soft is None
         if refit and len(y_val) and isinstance(model, LinearHead):
             X_fit = _vstack(X, X_val) if val_texts is not None else X_all
             y_fit = list(y) + list(y_val) if val_texts is not None else labels
-            model.refit_keeping_calibration(X_fit, y_fit)
-            if kind == "multiclass":
+            soft_all = None if soft is None or val_texts is not None else (soft_names, soft)
+            model.refit_keeping_calibration(X_fit, y_fit, soft_target=soft_all)
+            if kind == "multiclass" and soft is None:
                 fit_groups = None if groups is None else [f"g{g!r}" for g in groups]
                 if fit_groups is not None and val_texts is not None:
                     fit_groups += [f"v{i}" for i in range(len(y_val))]
