@@ -115,7 +115,12 @@ def test_output_folder_loads_with_new_fingerprint(finetuned: Any, tiny_model_dir
     assert {"config.json", "tokenizer.json", "model.safetensors", "finetune.json"} <= names
     assert not any(p.suffix in {".bin", ".pt", ".pth", ".pkl"} for p in out.rglob("*"))
     info = json.loads((out / "finetune.json").read_text())
-    assert info["tasks"]["lang"] == {"kind": "multiclass", "classes": 4, "weight": 1.0}
+    assert info["tasks"]["lang"] == {
+        "kind": "multiclass",
+        "classes": 4,
+        "weight": 1.0,
+        "teacher": False,
+    }
     assert info["losses"] == report.losses
     # only the output folder in its parent: no temporary folder left over
     assert [p.name for p in out.parent.iterdir()] == [out.name]

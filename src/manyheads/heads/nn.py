@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import require
 
-__all__ = ["task_loss"]
+__all__ = ["distil_loss", "task_loss"]
 
 
 def task_loss(
@@ -40,3 +40,17 @@ def task_loss(
         w = class_weight[target.reshape(-1).long()]
         return (per_row * w).sum() / w.sum()
     return functional.binary_cross_entropy_with_logits(logits, target, pos_weight=pos_weight)
+
+
+def distil_loss(kind: str, logits: Any, target: Any, temperature: float = 1.0) -> Any:
+    """The mean loss of ``logits`` against a teacher's probabilities ``target``
+    (softened by the same ``temperature``): softmax cross-entropy against each row's
+    distribution (multiclass), sigmoid cross-entropy against each probability otherwise;
+    times ``temperature ** 2`` so its gradients keep their size as the temperature grows."""
+    functional = require("torch", "transformers").nn.functional
+    z = logits / temperature
+    if kind == "multiclass":
+        loss = -(target * functional.log_softmax(z, dim=1)).sum(dim=1).mean()
+    else:
+        loss = functional.binary_cross_entropy_with_logits(z, target)
+    return loss * temperature**2

@@ -4,9 +4,11 @@ the task layers see the vectors the heads fitted later will see."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import numbers
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -139,3 +141,95 @@ def training_embeddings(
         return np.zeros((0, encoder.trunk.dim), dtype=np.float32)
     vectors = encoder.embed_all(encoder.token_ids(texts), batch_size)
     return np.asarray(vectors.numpy(), dtype=np.float32)
+
+
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+
+
+def save_encoder(
+    encoder: TrainingEncoder,
+    tmp: Path,
+    *,
+    pooling_changed: bool,
+    info: dict[str, Any],
+) -> None:
+    """Write the fine-tuned model folder into ``tmp`` (same layout as the source)."""
+    root, model_dir = encoder.root, encoder.model_dir
+    sub = model_dir.relative_to(root)
+    target = tmp / sub
+    target.mkdir(parents=True, exist_ok=True)
+    model = encoder.model
+    kwargs: dict[str, Any] = {}
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
+        kwargs["safe_serialization"] = True
+    model.save_pretrained(str(target), **kwargs)
+    for stray in target.glob("*.bin"):  # only safetensors ever go out
+        stray.unlink()
+    if not any(target.glob("*.safetensors")):
+        raise ManyheadsError(f"saving the model wrote no *.safetensors file into {target}")
+    for name in _TOKENIZER_FILES:
+        src = model_dir / name
+        if src.is_file():
+            shutil.copy2(src, target / name)
+    modules_file = root / "modules.json"
+    pool_cfg = {
+        "word_embedding_dimension": encoder.trunk.dim,
+        "pooling_mode_cls_token": encoder.pooling == "cls",
+        "pooling_mode_mean_tokens": encoder.pooling == "mean",
+        "pooling_mode_max_tokens": encoder.pooling == "max",
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    if modules_file.is_file():
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        shutil.copy2(modules_file, tmp / "modules.json")
+        for extra in ("config_sentence_transformers.json", "sentence_bert_config.json"):
+            if (root / extra).is_file():
+                shutil.copy2(root / extra, tmp / extra)
+        if sub != Path(".") and (model_dir / "sentence_bert_config.json").is_file():
+            shutil.copy2(model_dir / "sentence_bert_config.json", target)
+        for module in modules:
+            path = str(module.get("path", ""))
+            mtype = str(module.get("type", ""))
+            if not path or mtype.endswith("Transformer"):
+                continue
+            src = root / path
+            if src.is_dir():
+                shutil.copytree(src, tmp / path)
+            if mtype.endswith("Pooling") and pooling_changed:
+                (tmp / path).mkdir(parents=True, exist_ok=True)
+                (tmp / path / "config.json").write_text(json.dumps(pool_cfg, indent=2))
+    elif pooling_changed:
+        # a plain Hugging Face folder means mean pooling; say the chosen one explicitly
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {
+                "idx": 1,
+                "name": "1",
+                "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling",
+            },
+            {
+                "idx": 2,
+                "name": "2",
+                "path": "2_Normalize",
+                "type": "sentence_transformers.models.Normalize",
+            },
+        ]
+        (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
+        (tmp / "sentence_bert_config.json").write_text(
+            json.dumps({"max_seq_length": encoder.trunk.max_length, "do_lower_case": False})
+        )
+        (tmp / "1_Pooling").mkdir()
+        (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2))
+        (tmp / "2_Normalize").mkdir()
+    (tmp / "finetune.json").write_text(json.dumps(info, indent=2, default=str))

@@ -34,6 +34,8 @@ __all__ = [
     "finetune_bundle",
     "finetune_transformer",
     "training_embeddings",
+    "tune_trunk",
+    "tuned_transformer",
 ]
 
 
@@ -132,17 +134,7 @@ def finetune_bundle(
     and says so (``metrics["calibrated_on_trunk_training_rows"]``).
     """
     folder = Path(folder)
-    trunk = bundle.trunk
-    parts: list[TrunkBase] = trunk.parts
-    neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
-    if len(neural) != 1:
-        raise ConfigError(
-            "an exported (ONNX) bundle cannot be fine-tuned: fine-tune the bundle it was "
-            "exported from and export it again"
-            if any(isinstance(p, OnnxTrunk) for p in parts)
-            else f"fine-tuning needs a trunk with exactly one transformer part; this "
-            f"bundle's trunk is {bundle.trunk_name!r}"
-        )
+    tuned_transformer(bundle)  # refuses a trunk without one transformer part first
     texts = check_texts(texts)
     for name, (kind, labels) in tasks.items():
         check_head_name(name)
@@ -151,8 +143,6 @@ def finetune_bundle(
             raise DataError(f"task {name!r}: {len(texts)} texts but {len(labels)} labels")
     if not 0 <= holdout < 1:
         raise ConfigError(f"holdout must be in [0, 1); got {holdout}")
-    source = parts[neural[0]]
-    assert isinstance(source, TransformerTrunk)
     if holdout > 0:
         first_kind, first_labels = next(iter(tasks.values()))
         tune_idx, _ = split(first_kind, list(first_labels), groups, holdout, seed)
@@ -162,13 +152,11 @@ def finetune_bundle(
     tune_tasks = {
         name: (kind, [list(labels)[i] for i in tune_idx]) for name, (kind, labels) in tasks.items()
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    rel = f"trunk-{uuid.uuid4().hex[:12]}"
-    report = finetune_transformer(
-        source.path,
+    report, new_trunk, new_spec = tune_trunk(
+        bundle,
         tune_texts,
         tune_tasks,
-        folder / rel,
+        folder,
         epochs=epochs,
         max_length=max_length,
         batch_size=batch_size,
@@ -176,21 +164,6 @@ def finetune_bundle(
         seed=seed,
         progress=progress,
     )
-    tuned = TransformerTrunk(
-        folder / rel, name=f"{source.name}-ft", pooling=source.pooling, max_length=source.max_length
-    )
-    spec = tuned.spec()
-    spec["path"] = rel  # relative: the bundle folder can move
-    new_parts = list(parts)
-    new_parts[neural[0]] = tuned
-    new_trunk: TrunkBase = (
-        CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else tuned
-    )
-    new_spec = new_trunk.spec()
-    if isinstance(new_trunk, CompositeTrunk):
-        new_spec["parts"][neural[0]] = spec
-    else:
-        new_spec = spec
     # the data of every head, before the heads change
     refits: dict[str, tuple[list[str], list[Any], Any, str]] = {}
     dropped: list[str] = []
@@ -243,3 +216,57 @@ def finetune_bundle(
         summaries.append(summary)
     bundle.path = folder
     return FinetuneSummary(report=report, heads=summaries, dropped=dropped)
+
+
+def tuned_transformer(bundle: TunableBundle) -> tuple[int, TransformerTrunk]:
+    """The index and the trunk of ``bundle``'s one transformer part (what fine-tuning
+    changes); anything else is refused in one line."""
+    parts: list[TrunkBase] = bundle.trunk.parts
+    neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
+    if len(neural) != 1:
+        raise ConfigError(
+            "an exported (ONNX) bundle cannot be fine-tuned: fine-tune the bundle it was "
+            "exported from and export it again"
+            if any(isinstance(p, OnnxTrunk) for p in parts)
+            else f"fine-tuning needs a trunk with exactly one transformer part; this "
+            f"bundle's trunk is {bundle.trunk_name!r}"
+        )
+    source = parts[neural[0]]
+    assert isinstance(source, TransformerTrunk)
+    return neural[0], source
+
+
+def tune_trunk(
+    bundle: TunableBundle,
+    texts: Sequence[str],
+    tasks: Mapping[str, tuple[str, Sequence[Any]]],
+    folder: str | os.PathLike[str],
+    **options: Any,
+) -> tuple[FinetuneReport, TrunkBase, dict[str, Any]]:
+    """Fine-tune ``bundle``'s transformer part on ``texts`` (LP-FT,
+    :func:`~manyheads.train.lpft.finetune_transformer` with ``options``) into
+    ``folder/trunk-ID/``; the report, the new trunk (the composite with its transformer
+    part replaced) and its spec (the folder relative, so the bundle folder can move).
+    The bundle itself is not changed."""
+    index, source = tuned_transformer(bundle)
+    trunk = bundle.trunk
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rel = f"trunk-{uuid.uuid4().hex[:12]}"
+    report = finetune_transformer(source.path, texts, tasks, folder / rel, **options)
+    tuned = TransformerTrunk(
+        folder / rel, name=f"{source.name}-ft", pooling=source.pooling, max_length=source.max_length
+    )
+    spec = tuned.spec()
+    spec["path"] = rel  # relative: the bundle folder can move
+    new_parts = list(trunk.parts)
+    new_parts[index] = tuned
+    new_trunk: TrunkBase = (
+        CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else tuned
+    )
+    new_spec = new_trunk.spec()
+    if isinstance(new_trunk, CompositeTrunk):
+        new_spec["parts"][index] = spec
+    else:
+        new_spec = spec
+    return report, new_trunk, new_spec

@@ -44,11 +44,8 @@ thread count). The global torch random state is left as it was.
 
 from __future__ import annotations
 
-import inspect
-import json
 import math
 import numbers
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,25 +58,20 @@ from .._io import staged_dir
 from .._progress import transformers_bars
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.kinds import check_kind
-from ..heads.nn import task_loss
+from ..heads.nn import distil_loss, task_loss
 from ..heads.targets import learn_targets
 from ..trunks.base import check_texts
 from ..trunks.transformer import TransformerTrunk
-from .encoder import TrainingEncoder, positive_float, positive_int, training_embeddings
-
-__all__ = ["FinetuneReport", "finetune_transformer", "training_embeddings"]
-
-_TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "added_tokens.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
+from .encoder import (
+    TrainingEncoder,
+    positive_float,
+    positive_int,
+    save_encoder,
+    training_embeddings,
 )
+
+__all__ = ["FinetuneReport", "SoftTask", "finetune_transformer", "training_embeddings"]
+
 _WARMUP_FRACTION = 0.1
 _WEIGHT_DECAY = 0.01
 _CLIP_NORM = 1.0
@@ -105,13 +97,27 @@ class FinetuneReport:
     fingerprint: str = ""
 
 
+@dataclass(frozen=True)
+class SoftTask:
+    """A teacher's answers to learn from while fine-tuning (``soft_tasks``): ``probs``
+    (texts x labels, already softened by ``temperature``; a binary task's two columns
+    are ``[1 - p, p]``) and, when the teacher exposes them, its ``logits`` (same shape),
+    learnt through an auxiliary layer of their own."""
+
+    kind: str
+    probs: np.ndarray
+    logits: np.ndarray | None = None
+    temperature: float = 1.0
+
+
 @dataclass
 class _Task:
     name: str
     kind: str
     classes: list[Any]
-    target: np.ndarray  # int64 class indices (multiclass) or float32 0/1 matrix
+    target: np.ndarray  # int64 class indices (multiclass), float32 0/1 matrix or probabilities
     weight: float
+    soft: SoftTask | None = None
 
     @property
     def outputs(self) -> int:
@@ -121,11 +127,31 @@ class _Task:
 # -- validation ------------------------------------------------------------
 
 
+def _soft_task(n_texts: int, name: str, soft: SoftTask) -> _Task:
+    kind = check_kind(soft.kind, f"task {name!r}:")
+    if kind == "hierarchical":
+        raise ConfigError(f"task {name!r}: soft targets are multiclass, binary or multilabel")
+    probs = np.asarray(soft.probs, dtype=np.float32)
+    if probs.ndim != 2 or probs.shape[0] != n_texts or probs.shape[1] < 2 - (kind != "binary"):
+        raise DataError(f"task {name!r}: probs must be {n_texts} rows x labels, got {probs.shape}")
+    if soft.logits is not None and np.shape(soft.logits) != probs.shape:
+        raise DataError(f"task {name!r}: logits must have the shape of probs {probs.shape}")
+    target = probs[:, 1:2] if kind == "binary" else probs
+    return _Task(name, kind, list(range(probs.shape[1])), target, 1.0, soft)
+
+
 def _prepare_tasks(
     n_texts: int,
     tasks: Mapping[str, tuple[str, Sequence[Any]]],
     task_weights: Mapping[str, float] | None,
+    soft_tasks: Mapping[str, SoftTask] | None = None,
 ) -> list[_Task]:
+    soft_tasks = dict(soft_tasks or {})
+    clash = sorted(set(soft_tasks) & set(tasks or {}))
+    if clash:
+        raise ConfigError(f"tasks and soft_tasks both name {clash}")
+    if soft_tasks and not tasks:
+        return [_soft_task(n_texts, name, soft) for name, soft in soft_tasks.items()]
     if not isinstance(tasks, Mapping) or not tasks:
         raise DataError(
             "no tasks: give at least one task as {name: (kind, labels)} "
@@ -170,7 +196,7 @@ def _prepare_tasks(
         out.append(_Task(name, kind, learnt.classes, target, float(weight)))
     if not any(t.weight > 0 for t in out):
         raise ConfigError("task_weights are all zero; at least one task must weigh > 0")
-    return out
+    return out + [_soft_task(n_texts, name, soft) for name, soft in soft_tasks.items()]
 
 
 def _check_out_dir(out: Path) -> None:
@@ -200,85 +226,6 @@ def _batches(torch: Any, n: int, batch_size: int, generator: Any) -> list[Any]:
     return [perm[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
-def _save(
-    encoder: TrainingEncoder,
-    tmp: Path,
-    *,
-    pooling_changed: bool,
-    info: dict[str, Any],
-) -> None:
-    """Write the fine-tuned model folder into ``tmp`` (same layout as the source)."""
-    root, model_dir = encoder.root, encoder.model_dir
-    sub = model_dir.relative_to(root)
-    target = tmp / sub
-    target.mkdir(parents=True, exist_ok=True)
-    model = encoder.model
-    kwargs: dict[str, Any] = {}
-    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
-        kwargs["safe_serialization"] = True
-    model.save_pretrained(str(target), **kwargs)
-    for stray in target.glob("*.bin"):  # only safetensors ever go out
-        stray.unlink()
-    if not any(target.glob("*.safetensors")):
-        raise ManyheadsError(f"saving the model wrote no *.safetensors file into {target}")
-    for name in _TOKENIZER_FILES:
-        src = model_dir / name
-        if src.is_file():
-            shutil.copy2(src, target / name)
-    modules_file = root / "modules.json"
-    pool_cfg = {
-        "word_embedding_dimension": encoder.trunk.dim,
-        "pooling_mode_cls_token": encoder.pooling == "cls",
-        "pooling_mode_mean_tokens": encoder.pooling == "mean",
-        "pooling_mode_max_tokens": encoder.pooling == "max",
-        "pooling_mode_mean_sqrt_len_tokens": False,
-    }
-    if modules_file.is_file():
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
-        shutil.copy2(modules_file, tmp / "modules.json")
-        for extra in ("config_sentence_transformers.json", "sentence_bert_config.json"):
-            if (root / extra).is_file():
-                shutil.copy2(root / extra, tmp / extra)
-        if sub != Path(".") and (model_dir / "sentence_bert_config.json").is_file():
-            shutil.copy2(model_dir / "sentence_bert_config.json", target)
-        for module in modules:
-            path = str(module.get("path", ""))
-            mtype = str(module.get("type", ""))
-            if not path or mtype.endswith("Transformer"):
-                continue
-            src = root / path
-            if src.is_dir():
-                shutil.copytree(src, tmp / path)
-            if mtype.endswith("Pooling") and pooling_changed:
-                (tmp / path).mkdir(parents=True, exist_ok=True)
-                (tmp / path / "config.json").write_text(json.dumps(pool_cfg, indent=2))
-    elif pooling_changed:
-        # a plain Hugging Face folder means mean pooling; say the chosen one explicitly
-        modules = [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {
-                "idx": 1,
-                "name": "1",
-                "path": "1_Pooling",
-                "type": "sentence_transformers.models.Pooling",
-            },
-            {
-                "idx": 2,
-                "name": "2",
-                "path": "2_Normalize",
-                "type": "sentence_transformers.models.Normalize",
-            },
-        ]
-        (tmp / "modules.json").write_text(json.dumps(modules, indent=2))
-        (tmp / "sentence_bert_config.json").write_text(
-            json.dumps({"max_seq_length": encoder.trunk.max_length, "do_lower_case": False})
-        )
-        (tmp / "1_Pooling").mkdir()
-        (tmp / "1_Pooling" / "config.json").write_text(json.dumps(pool_cfg, indent=2))
-        (tmp / "2_Normalize").mkdir()
-    (tmp / "finetune.json").write_text(json.dumps(info, indent=2, default=str))
-
-
 def finetune_transformer(
     model_dir: str | Path,
     texts: Sequence[str],
@@ -295,6 +242,7 @@ def finetune_transformer(
     seed: int = 0,
     pooling: str | None = None,
     progress: bool = False,
+    soft_tasks: Mapping[str, SoftTask] | None = None,
 ) -> FinetuneReport:
     """Fine-tune the transformer in ``model_dir`` on ``tasks`` and save it to ``out_dir``.
 
@@ -332,6 +280,13 @@ def finetune_transformer(
         the saved folder, so it loads with the pooling it was trained with.
     progress
         Show a progress bar with the running loss on a terminal.
+    soft_tasks
+        ``{name: SoftTask}``: teachers' answers to learn from (``tasks`` may then be
+        empty). Each one's loss is the distillation loss against its probabilities
+        (:func:`~manyheads.heads.nn.distil_loss`) plus, when it has logits, the mean
+        squared error of an auxiliary linear layer's outputs against them: the
+        logit-level term goes through a layer of its own, so it shapes the shared
+        encoder without pulling the task layer away from the probabilities.
 
     Raises :class:`~manyheads.ConfigError` for a bad parameter or an unknown
     kind, :class:`~manyheads.DataError` for bad texts or labels, and
@@ -349,7 +304,7 @@ def finetune_transformer(
     texts = check_texts(texts)
     if not texts:
         raise DataError("no texts to fine-tune on")
-    task_list = _prepare_tasks(len(texts), tasks, task_weights)
+    task_list = _prepare_tasks(len(texts), tasks, task_weights, soft_tasks)
     out = Path(out_dir).expanduser().absolute()
     _check_out_dir(out)
     torch = require("torch", "transformers")
@@ -365,25 +320,42 @@ def finetune_transformer(
         targets = [torch.from_numpy(t.target) for t in task_list]
         n, dim = len(texts), encoder.trunk.dim
         heads = torch.nn.ModuleList([torch.nn.Linear(dim, t.outputs) for t in task_list])
+        # the auxiliary layers of the teachers' logits (a logit-level term of their own)
+        logit_targets = {
+            str(i): torch.from_numpy(np.asarray(t.soft.logits, dtype=np.float32))
+            for i, t in enumerate(task_list)
+            if t.soft is not None and t.soft.logits is not None
+        }
+        aux = torch.nn.ModuleDict(
+            {i: torch.nn.Linear(dim, logit_targets[i].shape[1]) for i in logit_targets}
+        )
         with torch.no_grad():
-            for head in heads:
+            for head in [*heads, *aux.values()]:
                 head.weight.zero_()
                 head.bias.zero_()
         generator = torch.Generator().manual_seed(int(seed))
+        mse = torch.nn.functional.mse_loss
 
         def multitask_loss(emb: Any, rows: Any) -> Any:
             total = emb.new_zeros(())
-            for task, head, target in zip(task_list, heads, targets, strict=True):
-                if task.weight > 0:
+            for i, (task, head, target) in enumerate(zip(task_list, heads, targets, strict=True)):
+                if task.weight <= 0:
+                    continue
+                if task.soft is None:
                     loss = task_loss(task.kind, head(emb), target[rows])
-                    total = total + task.weight * loss
+                else:
+                    loss = distil_loss(task.kind, head(emb), target[rows], task.soft.temperature)
+                    if str(i) in aux:
+                        loss = loss + mse(aux[str(i)](emb), logit_targets[str(i)][rows])
+                total = total + task.weight * loss
             return total
 
         # 1. linear probing on frozen embeddings
         probe_losses: list[float] = []
         if probe_epochs:
             features = encoder.embed_all(ids, max(batch_size, 64))
-            probe_opt = _optimizer(torch.optim.Adam, list(heads.parameters()), lr=head_lr)
+            task_params = [*heads.parameters(), *aux.parameters()]
+            probe_opt = _optimizer(torch.optim.Adam, task_params, lr=head_lr)
             for _ in range(probe_epochs):
                 running = 0.0
                 for rows in _batches(torch, n, batch_size, generator):
@@ -409,7 +381,11 @@ def finetune_transformer(
             [
                 {"params": decay, "lr": lr, "weight_decay": _WEIGHT_DECAY},
                 {"params": no_decay, "lr": lr, "weight_decay": 0.0},
-                {"params": list(heads.parameters()), "lr": head_lr, "weight_decay": 0.0},
+                {
+                    "params": [*heads.parameters(), *aux.parameters()],
+                    "lr": head_lr,
+                    "weight_decay": 0.0,
+                },
             ],
         )
         steps_per_epoch = math.ceil(n / batch_size)
@@ -457,7 +433,12 @@ def finetune_transformer(
         "source_fingerprint": encoder.trunk.fingerprint,
         "pooling": encoder.pooling,
         "tasks": {
-            t.name: {"kind": t.kind, "classes": len(t.classes), "weight": t.weight}
+            t.name: {
+                "kind": t.kind,
+                "classes": len(t.classes),
+                "weight": t.weight,
+                "teacher": t.soft is not None,
+            }
             for t in task_list
         },
         "texts": n,
@@ -475,7 +456,7 @@ def finetune_transformer(
     pooling_changed = encoder.pooling != (encoder.st_pooling or "mean")
     with staged_dir(out, _check_out_dir) as tmp:
         with transformers_bars(progress):
-            _save(encoder, tmp, pooling_changed=pooling_changed, info=info)
+            save_encoder(encoder, tmp, pooling_changed=pooling_changed, info=info)
         saved = TransformerTrunk(tmp)
         if saved.pooling != encoder.pooling:  # pragma: no cover - a bug if it happens
             raise ManyheadsError(
