@@ -225,3 +225,18 @@ def test_split_errors():
         split_indices(10, val_fraction=1.5)
     with pytest.raises(DataError, match="need at least 2 rows"):
         split_indices(1)
+
+
+def test_partial_rows_label_some_heads_only(tmp_path):
+    from conftest import write_jsonl
+
+    from manyheads.data import LabelSpec, load_dataset
+
+    path = write_jsonl(
+        tmp_path / "gold.jsonl",
+        [{"text": "a", "x": "1"}, {"text": "b", "y": ["p", "q"]}, {"text": "c", "x": None}],
+    )
+    specs = [LabelSpec("x", "x"), LabelSpec("y", "y", "multilabel"), LabelSpec("z", "z")]
+    data = load_dataset(path, labels=specs, partial=True)
+    assert data.labels == {"x": ["1", None, None], "y": [None, ["p", "q"], None]}
+    assert data.missing == ["z"]

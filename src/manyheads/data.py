@@ -223,12 +223,15 @@ def load_dataset(
     group_field: str | None = None,
     label_sep: str = ",",
     skip_missing_fields: bool = False,
+    partial: bool = False,
 ) -> Dataset:
     """Read and validate a labelled file.
 
     A label field absent from the whole file is an error, or, with
     ``skip_missing_fields``, a note in ``Dataset.missing`` (used by eval). A
-    field missing from one row is always an error naming that row.
+    field missing from one row is an error naming that row, unless ``partial``: then
+    a row without a field (or with null) has ``None`` there, and a field no row has
+    is missing (rows labelled for some heads only, as ``absorb --eval`` reads them).
     """
     path = Path(path)
     texts: list[str] = []
@@ -238,7 +241,7 @@ def load_dataset(
     wanted = [text_field, *(s.field for s in labels)] + ([group_field] if group_field else [])
     for where, record in read_records(path, columns=wanted):
         if present is None:
-            present = {s.name: s.field in record for s in labels}
+            present = {s.name: partial or s.field in record for s in labels}
             missing_heads = [s for s in labels if not present[s.name]]
             if missing_heads and not skip_missing_fields:
                 s = missing_heads[0]
@@ -249,6 +252,9 @@ def load_dataset(
         texts.append(_row_text(where, record, text_field))
         for spec in labels:
             if not present[spec.name]:
+                continue
+            if partial and record.get(spec.field) is None:
+                columns[spec.name].append(None)
                 continue
             if spec.field not in record:
                 raise DataError(f"{where}: missing field {spec.field!r} for head {spec.name!r}")
@@ -270,6 +276,8 @@ def load_dataset(
     if present is None:
         raise DataError(f"{path}: no rows")
     missing = [s.name for s in labels if not present[s.name]]
+    if partial:
+        missing = [s.name for s in labels if all(v is None for v in columns[s.name])]
     return Dataset(
         texts=texts,
         labels={k: v for k, v in columns.items() if k not in missing},
