@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -63,9 +64,12 @@ class HeadBase(ClassifierMixin, BaseEstimator):
                 f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
             )
 
-    def _fit_start(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
+    def _fit_start(
+        self, X: Any, y: Any, classes: Sequence[Any] | None = None
+    ) -> tuple[Any, np.ndarray]:
         """The settings checked, ``X`` checked (dense or CSR) and the targets of ``y``
-        (``classes_`` learnt): what every ``fit`` starts with."""
+        (``classes_`` learnt, or ``classes`` when given): what every ``fit`` starts
+        with."""
         self.check_params()
         X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
         if y is None:
@@ -76,7 +80,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
             y = np.asarray(y)  # an array-like without a length (it converts to an array)
         if len(y) != X.shape[0]:
             raise DataError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        target = self._learn_targets(y)
+        target = self._learn_targets(y, classes)
         if X.shape[0] == 0:
             raise DataError("no training rows")
         return X, target
@@ -126,9 +130,10 @@ class HeadBase(ClassifierMixin, BaseEstimator):
 
     # -- targets (heads.targets, the one encoding of labels) -------------------
 
-    def _learn_targets(self, y: Any) -> np.ndarray:
-        """Learn ``classes_`` from ``y``; return class indices or the 0/1 float32 matrix
-        (a multilabel head also takes a 0/1 indicator matrix: its columns are the classes)."""
+    def _learn_targets(self, y: Any, classes: Sequence[Any] | None = None) -> np.ndarray:
+        """Learn ``classes_`` from ``y`` (or take ``classes``); return class indices or the
+        0/1 float32 matrix (a multilabel head also takes a 0/1 indicator matrix: its
+        columns are the classes)."""
         if self.kind == "multilabel" and isinstance(y, np.ndarray) and y.ndim == 2:
             self._fit_indicator = True
             self.classes_ = np.arange(y.shape[1])
@@ -152,7 +157,10 @@ class HeadBase(ClassifierMixin, BaseEstimator):
             for i, value in enumerate(y):
                 if isinstance(value, float) and not math.isfinite(value):
                     raise DataError(f"label #{i} {label_problem(value)}")
-        targets = learn_targets(self.kind, y, path_sep=self.path_sep)
+        if classes is not None:
+            targets = encode_targets(self.kind, y, list(classes), path_sep=self.path_sep)
+        else:
+            targets = learn_targets(self.kind, y, path_sep=self.path_sep)
         self.classes_ = np.asarray(targets.classes)
         return targets.y
 

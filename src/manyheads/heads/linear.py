@@ -119,12 +119,14 @@ class LinearHead(HeadBase):
         ``soft_target=(labels, P)``: learn from the probabilities ``P`` (n x len(labels),
         a teacher's answers) instead of ``y``: softmax cross-entropy against each row's
         distribution (multiclass), sigmoid cross-entropy against each label's
-        probability (binary: the second class's; multilabel). ``y`` still names the
-        classes (those of ``labels`` that ``y`` never holds are dropped, a multiclass
-        row's probabilities renormalised) and the validation data stays hard labels.
+        probability (binary: the second class's; multilabel). The classes are
+        ``labels`` (sorted), whether or not ``y`` holds them; ``y`` (the teacher's
+        decisions) and the validation data are what calibration is measured on.
         """
         previous_classes = getattr(self, "classes_", None)
-        X, target = self._fit_start(X, y)
+        # learning from a teacher: its labels are the classes, answered or not
+        classes = None if soft_target is None else _teacher_classes(soft_target[0])
+        X, target = self._fit_start(X, y, classes)
         warm = None
         if (
             self.warm_start
@@ -211,9 +213,6 @@ class LinearHead(HeadBase):
         if not np.isfinite(P).all() or P.min() < 0 or P.max() > 1:
             raise DataError("soft targets must be probabilities in [0, 1]")
         where = {label: i for i, label in enumerate(names)}
-        missing = [c for c in self.classes_.tolist() if c not in where]
-        if missing:
-            raise DataError(f"soft targets have no column for label(s) {missing[:5]}")
         classes = self.classes_.tolist()[1:] if self.kind == "binary" else self.classes_.tolist()
         Q = P[:, [where[c] for c in classes]]
         if self.kind == "multiclass":
@@ -392,6 +391,16 @@ class LinearHead(HeadBase):
 
     def _logits(self, X: Any) -> np.ndarray:
         return np.asarray(X @ self.coef_.T + self.intercept_)
+
+
+def _teacher_classes(labels: Sequence[Any]) -> list[Any]:
+    names = list(labels)
+    if len(set(names)) != len(names):
+        raise DataError("soft targets name a label twice")
+    try:
+        return sorted(names)
+    except TypeError as exc:
+        raise DataError(f"soft target labels must be of one comparable type ({exc})") from None
 
 
 def head_to_record(head: LinearHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

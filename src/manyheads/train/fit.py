@@ -160,7 +160,13 @@ def _dense(X: Any) -> np.ndarray:
 
 
 def _part_scale(
-    trunk: TrunkBase, make: Any, X: Any, y: list[Any], X_val: Any, y_val: list[Any]
+    trunk: TrunkBase,
+    make: Any,
+    X: Any,
+    y: list[Any],
+    X_val: Any,
+    y_val: list[Any],
+    soft: tuple[list[Any], np.ndarray] | None = None,
 ) -> tuple[np.ndarray | None, LinearHead | None, dict[str, Any] | None]:
     """``(column scale, head, report)`` for ``part_weights="auto"``: the multipliers
     chosen on the validation split at the C a head on the trunk's own vectors chooses.
@@ -170,7 +176,7 @@ def _part_scale(
     if len(dims) < 2:
         return None, None, None
     first: LinearHead = make("linear")
-    first.fit(X, y, X_val=X_val, y_val=y_val)
+    first.fit(X, y, X_val=X_val, y_val=y_val, soft_target=soft)
 
     def loss(multipliers: np.ndarray) -> float:
         if (multipliers == 1).all():
@@ -178,7 +184,7 @@ def _part_scale(
         col = column_scale(dims, trunk.part_weights, multipliers)
         probe: LinearHead = make("linear")
         probe.set_params(C=first.C_)
-        probe.fit(scale_columns(X, col), y)
+        probe.fit(scale_columns(X, col), y, soft_target=soft)
         return probe.validation_loss(scale_columns(X_val, col), y_val)
 
     multipliers, tried = choose_multipliers(loss, len(dims))
@@ -332,12 +338,12 @@ def fit_head(
             X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
         scale, prefit, chosen = None, None, None
         if part_weights == "auto" and head == "linear" and y_val:
-            scale, prefit, chosen = _part_scale(bundle.trunk, make, X, y, X_val, y_val)
+            scale, prefit, chosen = _part_scale(bundle.trunk, make, X, y, X_val, y_val, soft_fit)
             if scale is not None:
                 X, X_val, X_all = (scale_columns(m, scale) for m in (X, X_val, X_all))
         fitted: list[tuple[Any, ...]] = []
         for head_type in candidates:
-            if prefit is not None and head_type == "linear" and soft_fit is None:
+            if prefit is not None and head_type == "linear":
                 model = prefit
             else:
                 model = make(head_type)
