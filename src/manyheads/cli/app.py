@@ -7,7 +7,19 @@ from typing import Annotated
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from . import copy, evaluate, export, finetune, heads, label, predict, serve, train
+from . import (
+    absorb,
+    copy,
+    diagnose,
+    evaluate,
+    export,
+    finetune,
+    heads,
+    label,
+    predict,
+    serve,
+    train,
+)
 
 __all__ = ["app", "click_command", "heads_app"]
 
@@ -28,7 +40,9 @@ app.add_typer(heads_app, name="heads")
 # the commands, in the order help lists them
 app.command()(train.train)
 app.command()(finetune.finetune)
+app.command()(absorb.absorb)
 app.command("eval")(evaluate.eval_)
+app.command()(diagnose.diagnose)
 app.command()(predict.predict)
 app.command()(label.label)
 app.command("export")(export.export)

@@ -72,6 +72,27 @@ HELP: dict[str, str | None] = {
     "--lr": "Trunk learning rate.",
     "--holdout": "Share of the rows (grouped) left out of fine-tuning to calibrate the heads on.",
     "finetune:--group-field": None,
+    "absorb:data": "Unlabelled texts: CSV, TSV, JSONL or Parquet file (--text-field).",
+    "--teacher": (
+        "A classifier to absorb as head NAME: NAME=SOURCE, SOURCE a Hugging Face "
+        "sequence-classification folder, BUNDLE#HEAD (a head of another bundle) or a JSONL "
+        'file of its answers to DATA\'s texts ({"text", "scores": {label: p}} or {"text", '
+        '"label"}); repeat for more.'
+    ),
+    "absorb:--finetune": (
+        "First fine-tune the bundle's transformer on every teacher's answers at once (LP-FT)."
+    ),
+    "absorb:--eval": (
+        "A labelled file (columns named like the teachers): accuracy and macro-F1 of each "
+        "head and of its teacher side by side."
+    ),
+    "--temperature": "Softens the teachers' answers the heads learn from.",
+    "absorb:--heldout": (
+        "Share of DATA (grouped) held out to measure agreement with the teachers and speed."
+    ),
+    "absorb:--epochs": "--finetune: fine-tuning epochs.",
+    "--speed-texts": "Held-out texts timed through the teachers and the bundle (0: no timing).",
+    "absorb:--group-field": "Rows sharing a group stay on one side of the splits.",
     "eval:data": "Labelled CSV, TSV, JSONL or Parquet file.",
     "--json": "Print one JSON object.",
     "predict:texts": "Texts to classify.",
@@ -138,6 +159,34 @@ HELP: dict[str, str | None] = {
     "--folds": "--protocol kfold: folds (default 5).",
     "eval:--group-field": "--protocol kfold: rows sharing a group stay in one fold.",
     "eval:--seed": "--protocol mteb: 42 (MTEB's); kfold: 0.",
+    "diagnose:data": "Labelled CSV, TSV, JSONL or Parquet file (--teacher: or plain text).",
+    "diagnose:--task": (
+        "A task to rank trunks for: NAME[=FIELD][:KIND], as train names heads (multiclass, "
+        "binary, multilabel, hierarchical); repeat for more tasks."
+    ),
+    "diagnose:--trunk": (
+        "A trunk to judge (any --trunk of train: minilm, hashing, tfidf, static, "
+        "minilm+tfidf, a model folder, ...); repeat for more trunks."
+    ),
+    "diagnose:--teacher": (
+        "A teacher to compare instead of ranking trunks: NAME=SOURCE (a Hugging Face "
+        "classification folder, BUNDLE#HEAD or a JSONL file of answers); give two or more."
+    ),
+    "diagnose:--group-field": (
+        "Rows sharing a group are never each other's neighbours and stay on one side of the "
+        "probe's split."
+    ),
+    "--sample": "Rows read at random from DATA (default 1500; --teacher: 500).",
+    "diagnose:--k": "Neighbours of the kNN accuracy and the discordance (default 10).",
+    "--threshold": (
+        "--teacher: the linear CKA every two teachers of a suggested group reach (default 0.8)."
+    ),
+    "diagnose:--seed": "Seed of the sample, the probe's split and the discordance's draws.",
+    "diagnose:--report": (
+        "A folder to write report.html (the scores of each trunk for each task as bars, or "
+        "the teachers' CKA and Gromov-Wasserstein as heat maps) and report.json into (the "
+        "report extra: matplotlib)."
+    ),
     "label:--long-texts": (
         "Texts over --max-chars: 'refuse' (a bad row, in the errors file) or 'window' "
         "(read in pieces of --max-chars, probabilities averaged)."

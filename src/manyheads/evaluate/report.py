@@ -31,7 +31,7 @@ from ..errors import require
 from ..heads.kinds import SET_KINDS
 from .metrics import per_label_f1
 
-__all__ = ["MATRIX_LABELS", "HeadOutcome", "write_report"]
+__all__ = ["MATRIX_LABELS", "HeadOutcome", "figure_png", "html_page", "write_report"]
 
 MATRIX_LABELS = 20  # a confusion matrix up to this many labels; the top confusions above
 TOP_CONFUSIONS = 15
@@ -92,7 +92,8 @@ def _reliability(confidence: np.ndarray, right: np.ndarray) -> list[dict[str, fl
     return out
 
 
-def _png(fig: Any) -> str:
+def figure_png(fig: Any) -> str:
+    """A matplotlib figure as base64 PNG (the figure is closed)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
     require("matplotlib.pyplot", "report").close(fig)
@@ -123,7 +124,7 @@ def _figures(
             display_labels=classes, ax=ax, colorbar=False, xticks_rotation="vertical",
         )  # fmt: skip
         ax.set_title(f"{name}: confusion matrix")
-        figures.append({"id": "confusion", "title": "Confusion matrix", "png": _png(fig)})
+        figures.append({"id": "confusion", "title": "Confusion matrix", "png": figure_png(fig)})
     elif single:
         pairs = Counter(
             (classes[t] if t >= 0 else "(unseen)", classes[p])
@@ -134,7 +135,7 @@ def _figures(
         ax.barh([f"{t} → {p}" for (t, p), _ in pairs][::-1], [n for _, n in pairs][::-1])
         ax.set_xlabel("texts")
         ax.set_title(f"{name}: the most frequent confusions (true → answered)")
-        figures.append({"id": "confusions", "title": "Top confusions", "png": _png(fig)})
+        figures.append({"id": "confusions", "title": "Top confusions", "png": figure_png(fig)})
     support = (
         outcome.target.sum(axis=0)
         if not single
@@ -147,7 +148,7 @@ def _figures(
     ax.set_xlabel("F1")
     more = f" (the {len(shown)} most frequent)" if len(shown) < len(classes) else ""
     ax.set_title(f"{name}: F1 per label{more}")
-    figures.append({"id": "f1", "title": "F1 per label", "png": _png(fig)})
+    figures.append({"id": "f1", "title": "F1 per label", "png": figure_png(fig)})
     levels = metrics.get("f1_per_level") or {}
     if levels:  # hierarchical heads
         fig, ax = plt.subplots(figsize=(5, 3))
@@ -155,7 +156,7 @@ def _figures(
         ax.set_ylim(0, 1)
         ax.set_ylabel("micro F1")
         ax.set_title(f"{name}: F1 per level (hierarchical F1 {metrics['hierarchical_f1']:.3f})")
-        figures.append({"id": "levels", "title": "F1 per level", "png": _png(fig)})
+        figures.append({"id": "levels", "title": "F1 per level", "png": figure_png(fig)})
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], linestyle=":", color="grey")
     for label, bins in (("before scaling", reliability["before"]), ("after", reliability["after"])):
@@ -164,7 +165,7 @@ def _figures(
     ax.set_ylabel("share right" if single else "share with the label")
     ax.set_title(f"{name}: reliability (temperature {outcome.temperature:.3g})")
     ax.legend()
-    figures.append({"id": "reliability", "title": "Reliability diagram", "png": _png(fig)})
+    figures.append({"id": "reliability", "title": "Reliability diagram", "png": figure_png(fig)})
     confidence, right = _confidence(outcome, outcome.proba)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     names = ("right", "wrong") if single else ("label present", "label absent")
@@ -173,11 +174,12 @@ def _figures(
     ax.set_xlabel("top-label confidence" if single else "probability")
     ax.set_title(f"{name}: scores")
     ax.legend()
-    figures.append({"id": "scores", "title": "Score histogram", "png": _png(fig)})
+    figures.append({"id": "scores", "title": "Score histogram", "png": figure_png(fig)})
     return figures
 
 
-def _page(title: str, sections: list[str]) -> str:
+def html_page(title: str, sections: list[str]) -> str:
+    """One self-contained HTML page of ``sections`` (HTML fragments) under ``title``."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>"
@@ -233,5 +235,5 @@ def write_report(
             f"({html.escape(outcome.kind)})</h2><table>{cells}</table>{images}</section>"
         )
     atomic_write_text(folder / "report.json", json.dumps(doc, indent=1) + "\n")
-    atomic_write_text(folder / "report.html", _page(title, sections))
+    atomic_write_text(folder / "report.html", html_page(title, sections))
     return folder / "report.html"

@@ -1,8 +1,10 @@
-"""Jobs on files and folders: train heads from a file, fine-tune, evaluate, predict a
-file, list and remove heads, export. Each takes paths and plain options, calls the
-library and returns data; none prints. The command line parses, calls one of these,
-and prints (:mod:`manyheads.cli`)."""
+"""Jobs on files and folders: train heads from a file, fine-tune, absorb teachers,
+evaluate, diagnose trunks and teachers, predict a file, list and remove heads, export.
+Each takes paths and plain options, calls the library and returns data; none prints.
+The command line parses, calls one of these, and prints (:mod:`manyheads.cli`)."""
 
+from .absorb import absorb_file
+from .diagnose import diagnose_file
 from .evaluate import evaluate_file
 from .heads import export_file, list_heads, remove_head
 from .options import (
@@ -24,7 +26,9 @@ __all__ = [
     "DEFAULT_TRUNK",
     "TaskSpec",
     "TrainReport",
+    "absorb_file",
     "cache_setting",
+    "diagnose_file",
     "evaluate_file",
     "export_file",
     "finetune_file",

@@ -1,0 +1,22 @@
+"""Absorbing the classifiers a team already runs: teachers (Hugging Face
+sequence-classification folders, heads of other bundles, files of answers) turned into
+heads of one bundle, and judging trunks and teachers before training."""
+
+from .absorb import AbsorbReport, HeadReport, absorb_teachers, soften
+from .diagnose import TeacherDiagnosis, TrunkDiagnosis, diagnose_teachers, diagnose_trunks
+from .teachers import Teacher, TeacherAnswers, load_teacher, parse_teacher
+
+__all__ = [
+    "AbsorbReport",
+    "HeadReport",
+    "Teacher",
+    "TeacherAnswers",
+    "TeacherDiagnosis",
+    "TrunkDiagnosis",
+    "absorb_teachers",
+    "diagnose_teachers",
+    "diagnose_trunks",
+    "load_teacher",
+    "parse_teacher",
+    "soften",
+]

@@ -1,0 +1,127 @@
+"""Absorbing teachers from a file of texts into a bundle folder: the job behind
+``manyheads absorb``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..absorb import AbsorbReport, absorb_teachers, load_teacher, parse_teacher
+from ..absorb.absorb import DEFAULT_TEMPERATURE
+from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
+from ..bundle.store import folder_lock
+from ..data import LabelSpec, load_dataset
+from ..errors import BundleError, ConfigError
+from ..trunks import load_trunk
+from .options import DEFAULT_TRUNK, cache_setting, parse_C
+
+__all__ = ["absorb_file"]
+
+
+def absorb_file(
+    data: str | Path,
+    bundle_path: str | Path,
+    teachers: Sequence[str],
+    *,
+    trunk: str | None = None,
+    finetune: bool = False,
+    eval_file: str | Path | None = None,
+    text_field: str = "text",
+    group_field: str | None = None,
+    label_sep: str = ",",
+    temperature: float = DEFAULT_TEMPERATURE,
+    heldout: float = 0.1,
+    C: float | str = "auto",
+    epochs: int = 1,
+    max_length: int = 128,
+    batch_size: int = 16,
+    lr: float = 2e-5,
+    speed_texts: int = 1000,
+    seed: int = 0,
+    cache_dir: str | Path | None = None,
+    no_cache: bool = False,
+    progress: bool = False,
+) -> AbsorbReport:
+    """Absorb every ``NAME=SOURCE`` teacher into the bundle folder (created if missing,
+    with ``trunk``) from the unlabelled texts of ``data``; ``eval_file`` holds gold
+    labels in columns named like the teachers. See
+    :func:`manyheads.absorb.absorb_teachers`."""
+    pairs = [parse_teacher(t) for t in teachers]
+    if not pairs:
+        raise ConfigError("give at least one {teacher} NAME=SOURCE", options=("teacher",))
+    C = parse_C(C)
+    if speed_texts < 0:
+        raise ConfigError(
+            f"{{speed_texts}} must be 0 or more, got {speed_texts}", options=("speed_texts",)
+        )
+    folder = bundle_folder(bundle_path)
+    check_writable(folder)
+    exists = has_bundle(folder)
+    if (
+        not exists
+        and folder.exists()
+        and (not folder.is_dir() or any(not p.name.startswith(".") for p in folder.iterdir()))
+    ):
+        raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
+    dataset = load_dataset(data, text_field=text_field, group_field=group_field)
+    loaded = [load_teacher(name, source) for name, source in pairs]
+    gold: dict[str, list[Any]] | None = None
+    eval_texts = None
+    if eval_file is not None:
+        labelled = load_dataset(
+            eval_file,
+            text_field=text_field,
+            labels=[LabelSpec(name=t.name, field=t.name, kind=t.kind) for t in loaded],
+            label_sep=label_sep,
+            partial=True,
+        )
+        gold = {
+            name: labels for name, labels in labelled.labels.items() if name not in labelled.missing
+        }
+        if not gold:
+            raise ConfigError(
+                f"{{eval_file}} {eval_file} has no column named like a teacher "
+                f"({', '.join(t.name for t in loaded)})",
+                options=("eval_file",),
+            )
+        eval_texts = labelled.texts
+    cache = cache_setting(cache_dir, no_cache)
+    # an existing bundle: no other writer saves in between (the trunk may change)
+    with folder_lock(folder) if exists else contextlib.nullcontext():
+        if exists:
+            bundle = Bundle.load(folder, cache=cache)
+            if trunk is not None:
+                wanted = load_trunk(trunk)
+                same = wanted.spec() == bundle.trunk_reference["spec"]
+                if not same and wanted.fingerprint != bundle.trunk_fingerprint:
+                    raise ConfigError(
+                        f"bundle {folder} uses trunk {bundle.trunk_name!r}; {{trunk}} "
+                        f"{trunk!r} is another. Absorb into a new bundle to change trunks.",
+                        options=("trunk",),
+                    )
+        else:
+            bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache)
+        return absorb_teachers(
+            bundle,
+            folder,
+            dataset.texts,
+            loaded,
+            groups=dataset.groups,
+            heldout=heldout,
+            temperature=temperature,
+            C=C,
+            finetune=finetune,
+            finetune_options={
+                "epochs": epochs,
+                "max_length": max_length,
+                "batch_size": batch_size,
+                "lr": lr,
+            },
+            eval_texts=eval_texts,
+            eval_labels=gold,
+            speed_texts=speed_texts,
+            seed=seed,
+            progress=progress,
+        )
