@@ -381,7 +381,8 @@ def test_finetune_merges_the_teachers_into_one_trunk(tmp_path, tiny_model_dir, t
     texts = _sample_texts()
     folder = _tiny_classifier(tmp_path / "ml", multilabel=True)
     teachers = [load_teacher("fruit", str(tiny_teacher)), load_teacher("fruits", str(folder))]
-    bundle = Bundle(trunk=str(tiny_model_dir))
+    # a new composite: its fitted part is fitted first, the fine-tuned part kept in the folder
+    bundle = Bundle(trunk=f"{tiny_model_dir}+tfidf")
     before = bundle.trunk_fingerprint
     report = absorb_teachers(
         bundle,
@@ -399,6 +400,9 @@ def test_finetune_merges_the_teachers_into_one_trunk(tmp_path, tiny_model_dir, t
     assert again.trunk_fingerprint != before
     assert report.finetune.out_dir.parent == (tmp_path / "b").resolve()
     assert set(again.heads) == {"fruit", "fruits"}
+    spec = again.trunk_reference["spec"]
+    assert spec["parts"][0]["path"] == report.finetune.out_dir.name  # relative
+    assert report.finetune.out_dir.is_dir()
     answer = again.predict(["A library for parsing XML."])[0]
     assert set(answer) == {"fruit", "fruits"}
     # a bundle with other heads is not given a new trunk under them

@@ -183,12 +183,12 @@ def absorb_teachers(
     hard = {t.name: t.decide(answers[t.name].probs) for t in teachers}
     soft = {t.name: soften(t, answers[t.name], temperature) for t in teachers}
     pick = _picker(texts)
+    if bundle.trunk_needs_fit:  # fitted parts (tfidf's idf) first: fine-tuning keeps them
+        bundle.fit_trunk(pick(train))
     tuned = None
     if finetune:
         tuned = _finetune(bundle, folder, teachers, pick(train), answers, soft, train,
                           temperature, dict(finetune_options or {}), seed, progress)  # fmt: skip
-    if bundle.trunk_needs_fit:
-        bundle.fit_trunk(pick(train))
     if cache is not None:
         bundle.embed(pick(np.concatenate([train, val])), progress=progress)
     summaries = {}

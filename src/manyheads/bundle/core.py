@@ -186,7 +186,8 @@ class Bundle(BundleFolder):
             trunk = self.trunk
             trunk.fit(check_texts(texts))
             self._trunk_state = dict(trunk.state())
-            self._trunk_ref = self._reference(trunk)
+            # the stored spec stays (a fine-tuned part's folder is relative to the bundle)
+            self._trunk_ref = {**self._reference(trunk), "spec": self._trunk_ref["spec"]}
 
     def replace_trunk(self, trunk: TrunkBase, spec: dict[str, Any]) -> None:
         """Put ``trunk`` (stored as ``spec``) in place of the bundle's trunk and drop every
