@@ -20,6 +20,7 @@ last layer sees, for comparing teachers (``manyheads diagnose --teacher``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -238,8 +239,6 @@ class BundleTeacher(Teacher):
         digest = json.dumps(record, sort_keys=True, default=str).encode()
         for key in sorted(tensors):
             digest += key.encode() + np.ascontiguousarray(tensors[key]).tobytes()
-        import hashlib
-
         self.fingerprint = hashlib.sha256(
             self._bundle.trunk_fingerprint.encode() + digest
         ).hexdigest()[:16]

@@ -10,12 +10,11 @@ from typing import Any
 
 from ..absorb import AbsorbReport, absorb_teachers, load_teacher, parse_teacher
 from ..absorb.absorb import DEFAULT_TEMPERATURE
-from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
+from ..bundle import Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..data import LabelSpec, load_dataset
-from ..errors import BundleError, ConfigError
-from ..trunks import load_trunk
-from .options import DEFAULT_TRUNK, cache_setting, parse_C
+from ..errors import ConfigError
+from .options import DEFAULT_TRUNK, cache_setting, other_trunk, parse_C, refuse_foreign_folder
 
 __all__ = ["absorb_file"]
 
@@ -59,12 +58,8 @@ def absorb_file(
     folder = bundle_folder(bundle_path)
     check_writable(folder)
     exists = has_bundle(folder)
-    if (
-        not exists
-        and folder.exists()
-        and (not folder.is_dir() or any(not p.name.startswith(".") for p in folder.iterdir()))
-    ):
-        raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
+    if not exists:
+        refuse_foreign_folder(folder)
     dataset = load_dataset(data, text_field=text_field, group_field=group_field)
     loaded = [load_teacher(name, source) for name, source in pairs]
     gold: dict[str, list[Any]] | None = None
@@ -92,15 +87,12 @@ def absorb_file(
     with folder_lock(folder) if exists else contextlib.nullcontext():
         if exists:
             bundle = Bundle.load(folder, cache=cache)
-            if trunk is not None:
-                wanted = load_trunk(trunk)
-                same = wanted.spec() == bundle.trunk_reference["spec"]
-                if not same and wanted.fingerprint != bundle.trunk_fingerprint:
-                    raise ConfigError(
-                        f"bundle {folder} uses trunk {bundle.trunk_name!r}; {{trunk}} "
-                        f"{trunk!r} is another. Absorb into a new bundle to change trunks.",
-                        options=("trunk",),
-                    )
+            if trunk is not None and other_trunk(bundle, trunk) is not None:
+                raise ConfigError(
+                    f"bundle {folder} uses trunk {bundle.trunk_name!r}; {{trunk}} "
+                    f"{trunk!r} is another. Absorb into a new bundle to change trunks.",
+                    options=("trunk",),
+                )
         else:
             bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache)
         return absorb_teachers(

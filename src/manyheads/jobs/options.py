@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bundle import Bundle
+from ..bundle import BUNDLE_JSON, Bundle
 from ..cache import EmbeddingCache
 from ..data import Dataset, LabelSpec, load_dataset
-from ..errors import ConfigError, DataError
+from ..errors import BundleError, ConfigError, DataError
 from ..heads import KINDS, check_head_name
 from ..heads.kinds import kind_problem
+from ..trunks import TrunkBase, load_trunk
 
 if TYPE_CHECKING:
     from ..train import ByteTrainSummary, HeadSummary
@@ -179,3 +180,23 @@ def parse_byte_config(value: str | dict[str, Any] | None) -> ByteConfig:
         return ByteConfig.from_settings(doc)
     except ConfigError as exc:
         raise ConfigError(f"{{byte_config}}: {exc}", options=("byte_config",)) from None
+
+
+def refuse_foreign_folder(folder: Path) -> None:
+    """A folder that is there and holds something but no bundle is refused: a new bundle
+    is not written over it (a lock file, or the temp files of a writer creating it now,
+    do not count)."""
+    if folder.exists() and (
+        not folder.is_dir() or any(not p.name.startswith(".") for p in folder.iterdir())
+    ):
+        raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
+
+
+def other_trunk(bundle: Bundle, trunk: str) -> TrunkBase | None:
+    """The trunk named ``trunk`` when it is not ``bundle``'s (neither its settings nor its
+    fingerprint): a job refuses to add heads on it; ``None`` when it is the same."""
+    wanted = load_trunk(trunk)
+    same = wanted.spec() == bundle.trunk_reference["spec"]  # fitted parts: same settings
+    if same or wanted.fingerprint == bundle.trunk_fingerprint:
+        return None
+    return wanted

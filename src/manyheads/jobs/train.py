@@ -20,7 +20,6 @@ from ..heads.kinds import (
 )
 from ..heads.record import HeadLimits
 from ..train.parts import PART_WEIGHTS
-from ..trunks import load_trunk
 from .byte import train_byte_heads, train_new_byte
 from .options import (
     DEFAULT_TRUNK,
@@ -28,9 +27,11 @@ from .options import (
     TrainReport,
     cache_setting,
     open_bundle,
+    other_trunk,
     parse_byte_config,
     parse_C,
     read_tasks,
+    refuse_foreign_folder,
     task_specs,
 )
 
@@ -173,16 +174,13 @@ def train_report(
                 f"bundle {folder} uses trunk {bundle.trunk_name!r}, not a byte trunk. "
                 "Train into a new bundle to change trunks."
             )
-        if trunk not in (None, "byte"):
-            wanted = load_trunk(trunk)
-            same = wanted.spec() == bundle.trunk_reference["spec"]  # fitted parts: same settings
-            if not same and wanted.fingerprint != bundle.trunk_fingerprint:
-                raise ConfigError(
-                    f"bundle {folder} uses trunk {bundle.trunk_name!r} (fingerprint "
-                    f"{bundle.trunk_fingerprint}); {{trunk}} {trunk!r} has fingerprint "
-                    f"{wanted.fingerprint}. Train into a new bundle to change trunks.",
-                    options=("trunk",),
-                )
+        if trunk not in (None, "byte") and (wanted := other_trunk(bundle, trunk)) is not None:
+            raise ConfigError(
+                f"bundle {folder} uses trunk {bundle.trunk_name!r} (fingerprint "
+                f"{bundle.trunk_fingerprint}); {{trunk}} {trunk!r} has fingerprint "
+                f"{wanted.fingerprint}. Train into a new bundle to change trunks.",
+                options=("trunk",),
+            )
         if tier is not None and tier != bundle.tier:
             raise ConfigError(
                 f"{{tier}} is for byte trunks ({{trunk}} byte); bundle {folder} uses trunk "
@@ -192,24 +190,21 @@ def train_report(
                 "when it was created (its other tiers are trained too, in tiers/)",
                 options=("tier", "trunk"),
             )
-    elif folder.exists() and (
-        not folder.is_dir() or any(not p.name.startswith(".") for p in folder.iterdir())
-    ):  # a lock file, or the temp files of a writer creating it now, do not count
-        raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
-    elif config is not None:
-        return train_new_byte(
-            dataset,
-            specs,
-            folder,
-            cache,
-            val_fraction,
-            common,
-            config=config,
-            tier=tier,
-            epochs=trunk_epochs,
-            on_trunk=on_trunk,
-        )
     else:
+        refuse_foreign_folder(folder)
+        if config is not None:
+            return train_new_byte(
+                dataset,
+                specs,
+                folder,
+                cache,
+                val_fraction,
+                common,
+                config=config,
+                tier=tier,
+                epochs=trunk_epochs,
+                on_trunk=on_trunk,
+            )
         bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, limits=limits)
     if bundle.tier is not None:  # a byte bundle: its heads are fitted at every tier
         return train_byte_heads(dataset, specs, folder, bundle, None, val_fraction, common)
