@@ -135,20 +135,20 @@ def test_json_line_that_is_not_an_object(tmp_path):
 
 def test_csv_row_errors_name_the_row(tmp_path):
     path = _csv(tmp_path / "d.csv", "text,topic\nfine,x\n,y\n")
-    with pytest.raises(DataError, match="d.csv row 2: field 'text' is empty"):
+    with pytest.raises(DataError, match="d.csv line 3: field 'text' is empty"):
         load_dataset(path, labels=[LabelSpec("topic", "topic")])
 
 
 def test_csv_with_extra_cells(tmp_path):
     path = _csv(tmp_path / "d.csv", "text,topic\nfine,x,extra\n")
-    with pytest.raises(DataError, match="row 1: more cells than the header has columns"):
+    with pytest.raises(DataError, match="d.csv line 2: more cells than the header has columns"):
         load_dataset(path)
 
 
 def test_unreadable_files(tmp_path):
-    with pytest.raises(DataError, match="cannot read .*missing.jsonl: no such file"):
+    with pytest.raises(DataError, match="cannot read .*missing.jsonl: no such file or folder"):
         load_dataset(tmp_path / "missing.jsonl")
-    with pytest.raises(DataError, match="it is a folder, not a data file"):
+    with pytest.raises(DataError, match="holds no .jsonl, .jsonl.gz, .csv, .tsv or .parquet file"):
         load_dataset(tmp_path)
     bad = tmp_path / "d.xlsx"
     bad.write_bytes(b"PK")
@@ -156,11 +156,13 @@ def test_unreadable_files(tmp_path):
         load_dataset(bad)
     latin = tmp_path / "l.csv"
     latin.write_bytes("text\ncaf\xe9\n".encode("latin-1"))
-    with pytest.raises(DataError, match="not valid UTF-8"):
+    with pytest.raises(
+        DataError, match=r"l.csv line 2: not valid UTF-8 \(byte 0xE9 at character 3\)"
+    ):
         load_dataset(latin)
     notgz = tmp_path / "n.jsonl.gz"
     notgz.write_bytes(b"not gzip at all")
-    with pytest.raises(DataError, match="cannot read .*n.jsonl.gz"):
+    with pytest.raises(DataError, match="n.jsonl.gz: its name ends in .gz but it is not gzip"):
         load_dataset(notgz)
 
 
@@ -173,7 +175,7 @@ def test_not_a_parquet_file(tmp_path):
 
 
 def test_empty_files(tmp_path):
-    with pytest.raises(DataError, match="empty file"):
+    with pytest.raises(DataError, match="e.csv: no rows"):
         load_dataset(_csv(tmp_path / "e.csv", ""))
     with pytest.raises(DataError, match="no rows"):
         load_dataset(_csv(tmp_path / "e.jsonl", "\n"))
@@ -240,3 +242,78 @@ def test_partial_rows_label_some_heads_only(tmp_path):
     data = load_dataset(path, labels=specs, partial=True)
     assert data.labels == {"x": ["1", None, None], "y": [None, ["p", "q"], None]}
     assert data.missing == ["z"]
+
+
+# -- the one reader: bad bytes, broken files, deep JSON, folders ------------------------
+
+
+def test_a_line_that_is_not_utf8_is_named_with_its_byte(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(
+        b'{"text": "fine", "topic": "x"}\n{"text": "bad \xff\xf0 byte", "topic": "y"}\n'
+    )
+    with pytest.raises(
+        DataError, match=r"d.jsonl line 2: not valid UTF-8 \(byte 0xFF at character 14\)"
+    ):
+        load_dataset(path, labels=[LabelSpec("topic", "topic")])
+    plain = tmp_path / "t.txt"
+    plain.write_bytes(b"one\ntw\xc3o\n")
+    with pytest.raises(
+        DataError, match=r"t.txt line 2: not valid UTF-8 \(byte 0xC3 at character 2\)"
+    ):
+        read_texts(plain)
+
+
+def test_json_nested_too_deep_is_a_bad_line_not_a_crash(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "a", "topic": ' + "[" * 5000 + "]" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"d.jsonl line 1: malformed JSON \(JSON nested too deep"):
+        load_dataset(path, labels=[LabelSpec("topic", "topic")])
+    listed = tmp_path / "l.jsonl"
+    listed.write_text(json.dumps({"text": "a", "tags": "[" * 5000}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="field 'tags' looks like a JSON list but is malformed"):
+        load_dataset(listed, labels=[LabelSpec("tags", "tags", "multilabel")])
+
+
+def test_files_that_are_not_their_format_are_one_line(tmp_path):
+    binary = tmp_path / "b.jsonl"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(DataError, match="b.jsonl: it holds NUL bytes, so it is not JSONL text"):
+        load_dataset(binary)
+    zipped = tmp_path / "z.jsonl"
+    zipped.write_bytes(gzip.compress(b'{"text": "a"}\n'))
+    with pytest.raises(DataError, match="z.jsonl: it is gzip-compressed; name it z.jsonl.gz"):
+        load_dataset(zipped)
+    cut = tmp_path / "c.jsonl.gz"
+    rows = "".join(json.dumps({"text": f"text {i * 7919 % 100003}"}) + "\n" for i in range(20000))
+    whole = gzip.compress(rows.encode())
+    cut.write_bytes(whole[:40])  # its first bytes are cut short
+    with pytest.raises(DataError, match=r"cannot read .*c.jsonl.gz: broken gzip \("):
+        load_dataset(cut)
+    cut.write_bytes(whole[: len(whole) // 2])  # its start reads, its end is missing
+    with pytest.raises(DataError, match=r"cannot read .*c.jsonl.gz: broken after line \d+ \("):
+        load_dataset(cut)
+
+
+def test_a_folder_of_tables_is_read_file_after_file(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", ROWS[:2])
+    _csv(folder / "b.csv", "text,topic\nnetwork server,net\n")
+    (folder / ".hidden.jsonl").write_text("not read\n")
+    (folder / "notes.txt").write_text("not a table\n")
+    ds = load_dataset(folder, labels=[LabelSpec("topic", "topic")])
+    assert ds.texts == [r["text"] for r in ROWS] and ds.labels["topic"] == [
+        "python",
+        "fonts",
+        "net",
+    ]
+
+
+def test_blank_lines_can_be_kept_as_empty_texts(tmp_path):
+    from manyheads.data import iter_texts
+
+    plain = _csv(tmp_path / "t.txt", "one\n\nthree\n")
+    assert [t for _, t in iter_texts(plain, empty=True)] == ["one", "", "three"]
+    table = write_jsonl(tmp_path / "t.jsonl", [{"text": "a"}, {"text": ""}])
+    assert [t for _, t in iter_texts(table, empty=True)] == ["a", ""]

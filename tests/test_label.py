@@ -117,7 +117,10 @@ def test_every_bad_row_is_kept_aside_with_its_reason_and_none_stops_the_job(tmp_
     assert reasons[2] == reasons[3] == "field 'text' is empty"
     assert reasons[4] == "field 'text' has 60 characters, over the limit of 50"
     assert "lone surrogate" in reasons[6]
-    assert reasons[7].startswith("not JSON:") and reasons[8] == "not a JSON object"
+    assert (
+        reasons[7].startswith("malformed JSON (")
+        and reasons[8] == "expected a JSON object, got list"
+    )
     out = _read_jsonl(tmp_path / "out.jsonl")
     assert len(out) == 11 and out[1]["kind"] is None and out[0]["kind"]["label"]
     # read in pieces instead, the long text is answered
@@ -224,7 +227,9 @@ def test_killed_at_a_random_moment_the_command_again_gives_the_same_bytes(tmp_pa
         done = subprocess.run([*command, "-o", str(out)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
     assert out.read_bytes() == whole.read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.csv", "whole.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "in.jsonl", "out.csv", "out.csv.job.json", "whole.csv", "whole.csv.job.json"
+    ]  # fmt: skip
 
 
 def test_another_job_is_refused_and_restart_starts_over(tmp_path):
@@ -236,8 +241,10 @@ def test_another_job_is_refused_and_restart_starts_over(tmp_path):
     with pytest.raises(ConfigError, match=r"holds the parts of another job \(its bundle, heads"):
         label_file(source, "content", out)
     label_file(source, "content", out, restart=True)
-    with pytest.raises(ConfigError, match="exists \\(a job that finished\\)"):
-        label_file(source, "content", out)
+    again = label_file(source, "content", out)  # done: nothing read or written
+    assert again.already_done and (again.rows, again.parts, again.answered_rows) == (10, 0, 0)
+    with pytest.raises(ConfigError, match=r"out.jsonl was written by another job \(its heads "):
+        label_file(source, "content", out, heads=["kind"])
     summary = label_file(source, "content", out, heads=["kind"], restart=True)
     assert summary.rows == 10 and list(_read_jsonl(out)[0]) == ["id", "text", "n", "kind"]
 
@@ -321,8 +328,8 @@ def test_the_command_prints_one_summary_line(tmp_path, capsys):
     code = main(["label", str(source), "-o", str(out), "--restart", "--fail-on-bad-rows"])
     assert code == 1
     assert capsys.readouterr().err.strip() == ("manyheads: error: 1 bad rows (--fail-on-bad-rows)")
-    assert main(["label", str(source), "-o", str(out)]) == 1
-    assert "--restart to label again" in capsys.readouterr().err
+    assert main(["label", str(source), "-o", str(out)]) == 0  # a rerun in a pipeline
+    assert capsys.readouterr().out.startswith(f"already done: {out} holds 6 rows, 1 bad")
 
 
 def test_the_ray_callable_labels_a_batch_without_ray():
@@ -422,3 +429,137 @@ def test_a_parquet_row_that_does_not_fit_the_first_parts_types_is_one_line(tmp_p
     with pytest.raises(DataError, match="a row does not fit the output's column types"):
         label_file(source, "content", tmp_path / "out.parquet", part_rows=4)
     assert not (tmp_path / "out.parquet").exists()
+
+
+# -- the input's edge: bad bytes, files that cannot be read, outputs that cannot be written
+
+
+def test_a_row_that_is_not_utf8_is_a_bad_row_and_the_job_finishes(tmp_path):
+    source = tmp_path / "in.jsonl"
+    with open(source, "wb") as fh:
+        for i in range(12):
+            fh.write(json.dumps({"id": i, "text": f"line {i}"}).encode() + b"\n")
+            if i == 7:
+                fh.write(b'{"id": "x", "text": "bad \xff\xf0 byte"}\n')
+        fh.write(b'{"id": "deep", "text": ' + b"[" * 5000 + b"]" * 5000 + b"}\n")
+    csv_in = tmp_path / "in.csv"
+    csv_in.write_bytes(b"id,text\n1,fine\n2,caf\xe9\n3,also fine\n")
+    summary = label_file(source, "content", tmp_path / "out.jsonl", id_field="id", part_rows=5)
+    assert (summary.rows, summary.bad_rows) == (14, 2)
+    bad = _read_jsonl(tmp_path / "out.jsonl.errors.jsonl")
+    assert bad[0] == {
+        "file": "in.jsonl", "row": 9, "id": "x",
+        "reason": "not valid UTF-8 (byte 0xFF at character 25)",
+    }  # fmt: skip
+    assert bad[1]["row"] == 14 and bad[1]["reason"].startswith("malformed JSON (JSON nested too")
+    out = _read_jsonl(tmp_path / "out.jsonl")
+    assert out[8]["id"] == "x" and out[8]["kind"] is None and out[9]["kind"]["label"]
+    summary = label_file(csv_in, "content", tmp_path / "out.csv", id_field="id")
+    assert (summary.rows, summary.bad_rows) == (3, 1)
+    assert _read_jsonl(tmp_path / "out.csv.errors.jsonl") == [
+        {
+            "file": "in.csv",
+            "row": 3,
+            "id": "2",
+            "reason": "not valid UTF-8 (byte 0xE9 at character 3)",
+        }
+    ]
+    assert "2,caf\ufffd," in (tmp_path / "out.csv").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "message"),
+    [
+        ("in.jsonl.gz", b'{"text": "a"}\n', "its name ends in .gz but it is not gzip-compressed"),
+        ("in.jsonl", bytes(range(256)) * 4, "it holds NUL bytes, so it is not JSONL text"),
+        ("in.parquet", b"PAR1garbagePAR1", "not a Parquet file"),
+        ("in.csv", b"PAR1" + b"x" * 40, "it is a Parquet file; name it .parquet"),
+    ],
+)
+def test_a_file_that_cannot_be_read_is_one_line_and_leaves_nothing(tmp_path, name, body, message):
+    source = tmp_path / name
+    source.write_bytes(body)
+    with pytest.raises(DataError, match=f"cannot read .*{name}: {message}"):
+        label_file(source, "content", tmp_path / "out.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_lone_surrogate_row_with_a_parquet_output(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(3), ['{"id": 3, "text": "x \\ud800 y"}'])
+    summary = label_file(source, "content", tmp_path / "out.parquet", id_field="id")
+    assert (summary.rows, summary.bad_rows) == (4, 1)
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert (
+        table.column("text").to_pylist()[3] == "x \ufffd y"
+        and table.column("kind")[3].is_valid is False
+    )
+
+
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    from manyheads.cli import main
+
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(3))
+    blocked = tmp_path / "in.jsonl" / "sub" / "out.jsonl"  # under a file
+    assert main(["label", str(source), "-o", str(blocked)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"manyheads: error: cannot label into {blocked}: Not a directory")
+    assert err.count("\n") == 1
+
+
+def test_a_resumed_job_says_so_and_counts_only_the_rows_it_answered(tmp_path):
+    from manyheads.cli.label import summary_line
+
+    source = _write_jsonl(tmp_path / "in.jsonl", _rows(30))
+    out = tmp_path / "out.jsonl"
+    done = _label_in_a_child([str(source), str(out), "10", "1"])  # killed after 2 of 3 parts
+    assert done.returncode == -signal.SIGKILL
+    summary = label_file(source, "content", out, part_rows=10)
+    assert (summary.resumed_parts, summary.parts, summary.answered_rows) == (2, 1, 10)
+    assert summary.rows_per_second == pytest.approx(10 / summary.seconds)
+    lines = summary_line(summary).splitlines()
+    assert lines[0] == "resumed: 2 of 3 parts were done by an earlier run"
+    assert lines[1].startswith(f"labelled 30 rows, none bad into {out} (10 rows now, ")
+
+
+def test_an_input_edited_in_place_is_answered_again_where_it_changed(tmp_path):
+    source = _write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x" * 40} for i in range(3000)])
+    out = tmp_path / "out.jsonl"
+    done = _label_in_a_child([str(source), str(out), "1000", "2"])  # every part done, not joined
+    assert done.returncode == -signal.SIGKILL
+    before = os.stat(source)
+    edited = source.read_bytes().replace(b'{"id": 2500, "text": "x', b'{"id": 2500, "text": "y')
+    source.write_bytes(edited)  # past the first 64 KiB, same size, same time
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    summary = label_file(source, "content", out, part_rows=1000)
+    assert (summary.resumed_parts, summary.stale_parts, summary.answered_rows) == (2, 1, 1000)
+    label_file(source, "content", tmp_path / "fresh.jsonl", part_rows=1000)
+    assert out.read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
+
+
+def test_the_input_format_can_be_given(tmp_path, capsys):
+    from manyheads.cli import main
+
+    source = tmp_path / "rows.txt"
+    source.write_text(json.dumps({"text": "def f(): pass"}) + "\n", encoding="utf-8")
+    assert main(["label", str(source), "-o", str(tmp_path / "out.jsonl")]) == 1
+    assert "rows.txt from its name: name it .jsonl" in capsys.readouterr().err
+    assert main(["label", str(source), "-o", str(tmp_path / "o.x"), "--input-format", "jsonl"]) == 1
+    assert (
+        "o.x from its name: name it .jsonl, .jsonl.gz, .csv, .tsv or .parquet, or give --format"
+        in (capsys.readouterr().err)
+    )
+    assert (
+        main(["label", str(source), "-o", str(tmp_path / "out.jsonl"), "--input-format", "jsonl"])
+        == 0
+    )
+
+
+def test_a_ray_folder_output_is_jsonl_unless_named_or_given():
+    from manyheads.label.ray_engine import output_format_of
+
+    assert output_format_of("labelled/", None) == "jsonl"
+    assert output_format_of("labelled.parquet/", None) == "parquet"
+    assert output_format_of("labelled", "csv") == "csv"
+    with pytest.raises(ConfigError, match="output_format must be one of jsonl, csv, tsv, parquet"):
+        output_format_of("labelled", "xml")

@@ -1,4 +1,5 @@
-"""What every text and label must be: a string UTF-8 can hold.
+"""What every text and label must be: a string UTF-8 can hold; JSON read without
+letting its nesting overflow the parser (:func:`loads_json`).
 
 Python strings can carry lone surrogates (``"\\ud800"``: valid JSON, from
 ``json.loads`` or from command-line bytes that are not UTF-8), which no
@@ -9,6 +10,7 @@ text enters, with its position, so one bad text never reaches a trunk pass.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -36,3 +38,19 @@ def without_surrogates(text: str) -> str:
     """``text`` with each lone surrogate replaced by U+FFFD, so UTF-8 can hold it (for
     writing back a row that was refused for one)."""
     return text if surrogate_at(text) is None else _SURROGATE.sub("\ufffd", text)
+
+
+class JSONTooDeep(ValueError):
+    """JSON nested deeper than Python's parser can follow (thousands of ``[``)."""
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, with JSON nested too deep to parse refused as a
+    ``ValueError`` (:class:`JSONTooDeep`) like any other malformed JSON, instead of
+    Python's ``RecursionError``."""
+    import json
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise JSONTooDeep("JSON nested too deep to read") from None

@@ -204,7 +204,13 @@ HELP: dict[str, str | None] = {
     ),
     "--id-field": "A field naming each row, copied into the errors file.",
     "label:--batch-size": "Texts per trunk pass.",
-    "--format": "Format of OUTPUT: jsonl, csv, tsv or parquet (default: from its name).",
+    "--format": (
+        "Format of OUTPUT: jsonl, csv, tsv or parquet (default: from its name; a folder "
+        "of parts with --engine ray: jsonl)."
+    ),
+    "--input-format": (
+        "Format of INPUT's files: jsonl, csv, tsv or parquet (default: from each name)."
+    ),
     "label:--scores": ("Class scores kept in JSONL: all, top (the best five; default) or none."),
     "--engine": "local (this machine) or ray (Ray Data: this machine or a cluster).",
     "--address": "--engine ray: the Ray cluster to connect to (default: a local one).",

@@ -62,7 +62,7 @@ def predict_rows(
         for i, text in enumerate(texts):
             yield f"text #{i + 1}", text
         if input_file is not None:
-            yield from iter_texts(input_file, text_field=text_field)
+            yield from iter_texts(input_file, text_field=text_field, empty=True)
 
     def answered(batch: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         answers = bundle.predict(batch, heads=names, max_chars=window, scores=scores)

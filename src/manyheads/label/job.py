@@ -4,13 +4,18 @@ every bad row kept aside with its reason.
 The input is read a part at a time (``part_rows`` rows); each part is answered and
 written beside the output, in ``OUTPUT.parts/``, as its own file, then marked done; a
 small record of the job (``job.json``: the bundle, its heads, the input files, every
-option that changes the output) says what the parts belong to. Only when every part is
-done are they joined into the output (and the bad rows into ``OUTPUT.errors.jsonl``),
-written beside it and renamed into place, and the parts removed. A job interrupted at
+option that changes the output) says what the parts belong to. Each part's record
+holds the SHA-256 of the input bytes it was read from (hashed as they are read, no
+extra pass), so a part whose input was edited in place since is answered again. Only
+when every part is done are they joined into the output (and the bad rows into
+``OUTPUT.errors.jsonl``), written beside it and renamed into place; the job's record
+is kept beside the output (``OUTPUT.job.json``, with the counts) and the parts
+removed. A job interrupted at
 any point (Ctrl-C, ``kill -9``, a power cut) and run again with the same command
 answers the parts that are not done and gives the same bytes an uninterrupted run
-gives; a run that differs in bundle, heads, input or options is refused rather than
-mixed with the old parts (``restart`` starts over). Memory stays at a few parts
+gives; run again once it is done, it is already done (nothing is read or written); a
+run that differs in bundle, heads, input or options is refused rather than mixed
+with the old parts or output (``restart`` starts over). Memory stays at a few parts
 whatever the size of the input.
 """
 
@@ -27,12 +32,14 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .._io import atomic_write_bytes, atomic_write_text, remove_stale_temps
+from .._io import atomic_write_bytes, atomic_write_text, describe_os_error, remove_stale_temps
 from .._progress import progress_bar
+from .._text import loads_json
 from ..bundle import Bundle
-from ..errors import ConfigError, positive_int, require
-from .formats import Columns, arrow_schema, format_of, input_files
-from .parts import Part, answered, join_parts, part_name, read_parts
+from ..data.tables import check_file, format_of, input_files
+from ..errors import ConfigError, DataError, positive_int, require
+from .formats import Columns, arrow_schema
+from .parts import Part, answered, join_parts, read_parts
 from .rows import Labeller
 
 __all__ = [
@@ -41,6 +48,7 @@ __all__ = [
 ]  # fmt: skip
 
 JOB_FILE = "job.json"
+DONE_SUFFIX = ".job.json"  # OUTPUT.job.json: the record of the job that wrote OUTPUT
 
 
 class LabelOptions(TypedDict, total=False):
@@ -51,6 +59,7 @@ class LabelOptions(TypedDict, total=False):
     id_field: str | None
     batch_size: int
     output_format: str | None
+    input_format: str | None
     scores: str
     tier: int | None
     max_chars: int
@@ -61,7 +70,11 @@ class LabelOptions(TypedDict, total=False):
 @dataclass(frozen=True)
 class LabelSummary:
     """What :func:`label_file` did: rows written (bad ones included), bad rows, parts
-    answered now and found done from an earlier run, seconds, and where it wrote."""
+    answered now and found done from an earlier run, seconds, and where it wrote.
+    ``answered_rows``: the rows of the parts answered now (``rows_per_second`` counts
+    these); ``stale_parts``: parts found done whose input bytes had changed since,
+    answered again; ``already_done``: the output was there, written by this same job,
+    so nothing was done."""
 
     rows: int
     bad_rows: int
@@ -70,10 +83,14 @@ class LabelSummary:
     seconds: float
     output: Path | str  # str: a URI (the ray engine)
     errors: Path | str | None
+    answered_rows: int | None = None  # None: all of ``rows``
+    stale_parts: int = 0
+    already_done: bool = False
 
     @property
     def rows_per_second(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else 0.0
+        rows = self.rows if self.answered_rows is None else self.answered_rows
+        return rows / self.seconds if self.seconds > 0 else 0.0
 
 
 HEAD_BYTES = 1 << 16  # an input file's first bytes, hashed into the job's record
@@ -111,40 +128,74 @@ def job_record(
     }
 
 
+def _which_differ(found: Any, job: dict[str, Any]) -> str:
+    """``its bundle, heads differ``: what of ``job`` a ``found`` record does not match."""
+    keys = sorted(k for k in job if not isinstance(found, dict) or found.get(k) != job[k])
+    return f"its {', '.join(keys) or 'record'} {'differ' if len(keys) > 1 else 'differs'}"
+
+
 def differs(found: Any, job: dict[str, Any]) -> str:
     """The one-line message refusing to mix ``job`` with the parts of ``found``."""
-    keys = sorted(k for k in job if not isinstance(found, dict) or found.get(k) != job[k])
     return (
-        f"holds the parts of another job (its {', '.join(keys) or 'record'} "
-        f"{'differ' if len(keys) > 1 else 'differs'}): run "
+        f"holds the parts of another job ({_which_differ(found, job)}): run "
         "the same command again to finish that one, or {restart} to start over"
     )
 
 
+def done_record(output: Path) -> Path:
+    """Where the record of the job that wrote ``output`` is kept: ``OUTPUT.job.json``."""
+    return output.with_name(output.name + DONE_SUFFIX)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return loads_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def start_job(work: Path, output: Path, errors: Path, job: dict[str, Any], restart: bool) -> bool:
-    """Make ``work`` ready for ``job``; True when it already held this job's parts."""
+    """Make ``work`` ready for ``job``; True when it already held this job's parts.
+    Refuses the parts of another job, and an output this job did not write."""
+    done = done_record(output)
     if restart:
         shutil.rmtree(work, ignore_errors=True)
-        for path in (output, errors):
+        for path in (output, errors, done):
             path.unlink(missing_ok=True)
     record = work / JOB_FILE
     if record.is_file():
-        try:
-            found = json.loads(record.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            found = None
+        found = _read_json(record)
         if found != job:
             raise ConfigError(f"{work} {differs(found, job)}", options=("restart",))
         return True
     if output.exists():
         raise ConfigError(
-            f"{output} exists (a job that finished): give another output, or {{restart}} "
-            "to label again",
+            f"{output} exists and no labelling job wrote it: give another output, or "
+            "{restart} to replace it",
             options=("restart",),
         )
     work.mkdir(parents=True, exist_ok=True)
     atomic_write_text(record, json.dumps(job, indent=1, sort_keys=True) + "\n")
     return False
+
+
+def _already_done(output: Path, work: Path, job: dict[str, Any]) -> dict[str, Any] | None:
+    """The counts of ``output`` when this same job wrote it; None when it has to run
+    (no output yet, or the parts of an unfinished run). Refuses an output another job
+    wrote."""
+    if work.exists() or not output.is_file():
+        return None
+    found = _read_json(done_record(output))
+    if not isinstance(found, dict) or not isinstance(found.get("counts"), dict):
+        return None  # not a job's output: start_job says so
+    if found.get("job") != job:
+        raise ConfigError(
+            f"{output} was written by another job ({_which_differ(found.get('job'), job)}): "
+            "give another output, or {restart} to label again",
+            options=("restart",),
+        )
+    counts: dict[str, Any] = found["counts"]
+    return counts
 
 
 def label_file(
@@ -183,12 +234,14 @@ def label_file(
     started = time.perf_counter()
     output = Path(output)
     files = input_files(Path(input_path))
-    out_fmt = format_of(output, output_format)
+    out_fmt = format_of(output, output_format, option="output_format")
     if out_fmt == "parquet" and output.name.lower().endswith(".gz"):
         raise ConfigError(f"{output}: Parquet is compressed inside; name it .parquet")
-    in_fmts = [format_of(f, input_format) for f in files]
+    in_fmts = [format_of(f, input_format, option="input_format") for f in files]
     positive_int(workers, "workers")
     positive_int(part_rows, "part_rows")
+    for file, fmt in zip(files, in_fmts, strict=True):
+        check_file(file, fmt)  # a file no row of which can be read: before anything is written
     bundle = Bundle.load(bundle_path, cache=None, tier=tier)
     names = bundle.resolve_heads(heads)
     labeller = Labeller(bundle, tuple(names), text_field, max_chars, long_texts, batch_size, scores)
@@ -205,49 +258,115 @@ def label_file(
             "part_rows": part_rows,
         },
     )  # fmt: skip
-    resumed = start_job(work, output, errors, job, restart)
-    for folder, only in ((work, None), (output.parent, output.name), (output.parent, errors.name)):
-        remove_stale_temps(folder, only=only)  # left by a run killed mid-write
+    done_before = None if restart else _already_done(output, work, job)
+    if done_before is not None:
+        return LabelSummary(
+            rows=int(done_before.get("rows", 0)), bad_rows=int(done_before.get("bad", 0)),
+            parts=0, resumed_parts=0, seconds=time.perf_counter() - started, output=output,
+            errors=errors if errors.is_file() else None, answered_rows=0, already_done=True,
+        )  # fmt: skip
+    resumed = False
+    try:
+        resumed = start_job(work, output, errors, job, restart)
+        run = _run_parts(
+            work, files, in_fmts, labeller, out_fmt, part_rows, id_field, progress,
+            workers=workers, bundle_path=bundle_path, tier=tier, on_part=on_part,
+        )  # fmt: skip
+        for name in (output.name, errors.name, done_record(output).name):
+            remove_stale_temps(output.parent, only=name)  # left by a run killed mid-write
+        join_parts(work, run.parts, run.columns, out_fmt, output, errors)
+        counts = {"rows": run.rows, "bad": run.bad}
+        atomic_write_text(done_record(output), json.dumps({"job": job, "counts": counts}) + "\n")
+        shutil.rmtree(work, ignore_errors=True)
+    except OSError as exc:
+        raise DataError(f"cannot label into {output}: {describe_os_error(exc)}") from None
+    finally:
+        if not resumed and work.is_dir() and not any(work.glob("part-*.done")):
+            shutil.rmtree(work, ignore_errors=True)  # a job that never got going leaves nothing
+    return LabelSummary(
+        rows=run.rows,
+        bad_rows=run.bad,
+        parts=run.parts - run.found_done,
+        resumed_parts=run.found_done if resumed else 0,
+        seconds=time.perf_counter() - started,
+        output=output,
+        errors=errors if run.bad else None,
+        answered_rows=run.answered_rows,
+        stale_parts=run.stale,
+    )
+
+
+@dataclass
+class _Run:
+    """What answering a job's parts found: its parts, those found done (and, of the
+    parts found done, those whose input had changed), rows, bad rows, rows answered."""
+
+    columns: Columns
+    parts: int = 0
+    found_done: int = 0
+    stale: int = 0
+    rows: int = 0
+    bad: int = 0
+    answered_rows: int = 0
+
+
+def _done(work: Path, part: Part) -> dict[str, Any] | None:
+    """The record of ``part`` when an earlier run answered it from the same input bytes."""
+    found = _read_json(work / part.done_name)
+    if isinstance(found, dict) and found.get("digest") == part.chunk.digest:
+        return found
+    return None
+
+
+def _run_parts(
+    work: Path,
+    files: list[Path],
+    in_fmts: list[str],
+    labeller: Labeller,
+    out_fmt: str,
+    part_rows: int,
+    id_field: str | None,
+    progress: bool,
+    **engine: Any,
+) -> _Run:
+    """Answer the parts of the input that are not done (in ``work``), in order."""
+    on_part = engine.pop("on_part", None)
+    remove_stale_temps(work)  # left by a run killed mid-write
     parts = read_parts(files, in_fmts, part_rows, id_field)
     first = next(parts, None)
-    columns = _columns(first, labeller, out_fmt)
-    seen = [0, 0]  # parts read, parts found done from an earlier run
+    run = _Run(_columns(first, labeller, out_fmt))
 
     def todo() -> Iterator[Part]:
         for part in chain([] if first is None else [first], parts):
-            seen[0] += 1
-            if (work / part.done_name).is_file():
-                seen[1] += 1
+            run.parts += 1
+            found = _done(work, part)
+            if found is not None:
+                run.found_done += 1
+                run.rows, run.bad = run.rows + found["rows"], run.bad + found["bad"]
                 bar.update(len(part.chunk.rows))
-            else:
-                yield part
+                continue
+            if (work / part.done_name).exists():
+                run.stale += 1  # its input bytes changed since it was answered
+                (work / part.done_name).unlink()
+            yield part
 
     estimate = _estimate_rows(files, in_fmts, first)
     with progress_bar(total=estimate, desc="labelling", enabled=progress, unit="rows") as bar:
-        for part, (body, bad, n_bad) in answered(
-            todo(), labeller, columns, out_fmt, workers=workers, bundle_path=bundle_path,
-            tier=tier,
-        ):  # fmt: skip
+        for part, (body, bad, n_bad) in answered(todo(), labeller, run.columns, out_fmt, **engine):
             atomic_write_bytes(work / part.out_name, body)
             atomic_write_bytes(work / part.errors_name, bad)
-            done = {"rows": len(part.chunk.rows), "bad": n_bad}
+            rows = len(part.chunk.rows)
+            done = {"rows": rows, "bad": n_bad, "digest": part.chunk.digest}
             atomic_write_text(work / part.done_name, json.dumps(done) + "\n")
-            bar.update(len(part.chunk.rows))
+            run.rows, run.bad, run.answered_rows = (
+                run.rows + rows,
+                run.bad + n_bad,
+                run.answered_rows + rows,
+            )
+            bar.update(rows)
             if on_part is not None:
                 on_part(part.number)
-    counts = [json.loads((work / part_name(n, "done")).read_text()) for n in range(seen[0])]
-    bad_rows = sum(c["bad"] for c in counts)
-    join_parts(work, seen[0], columns, out_fmt, output, errors)
-    shutil.rmtree(work, ignore_errors=True)
-    return LabelSummary(
-        rows=sum(c["rows"] for c in counts),
-        bad_rows=bad_rows,
-        parts=seen[0] - seen[1],
-        resumed_parts=seen[1] if resumed else 0,
-        seconds=time.perf_counter() - started,
-        output=output,
-        errors=errors if bad_rows else None,
-    )
+    return run
 
 
 def _columns(first: Part | None, labeller: Labeller, fmt: str) -> Columns:

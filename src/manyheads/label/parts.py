@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .._io import atomic_open
+from ..data.tables import Chunk, read_chunks
 from ..errors import require
-from .formats import Chunk, Columns, header, read_chunks, render_part
+from .formats import Columns, header, render_part
 from .rows import Labeller
 
 __all__ = ["Part", "answer_part", "answered", "join_parts", "part_name", "read_parts"]

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ..bundle import Bundle, bundle_folder
-from ..errors import ConfigError, require
+from ..data.tables import format_of, no_input, readable, suffix_format
+from ..errors import ConfigError, DataError, require
 from .batch import ERROR_COLUMN, LINE_COLUMN, LabelBatch
-from .formats import format_of, no_input, readable
 from .job import HEAD_BYTES, JOB_FILE, LabelSummary, differs, fingerprint, job_record
 from .rows import Labeller  # checks every option before Ray starts
 
-__all__ = ["label_with_ray"]
+__all__ = ["label_with_ray", "output_format_of"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,45 @@ def _write(ray: Any, dataset: Any, place: _Place, fmt: str) -> None:
         dataset.write_parquet(place.path, filesystem=place.fs)
 
 
+def _run_file(run: Any, source: _Place) -> Any:
+    """``run()`` (one input file's dataset, materialized); a file Ray Data's reader
+    cannot read (bytes that are not UTF-8, a line that is not JSON) is one line naming
+    it, never Ray's traceback."""
+    try:
+        return run()
+    except Exception as exc:  # Ray wraps the reader's error in its own task errors
+        raise DataError(
+            f"cannot read {source.shown} with Ray Data's reader: {_root_cause(exc)} (the "
+            "local engine keeps such rows aside as bad rows)"
+        ) from None
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The first line of the error under Ray's wrappers (``cause`` of a task error)."""
+    seen: set[int] = set()
+    cause = exc
+    while id(cause) not in seen:
+        seen.add(id(cause))
+        inner = getattr(cause, "cause", None)
+        inner = inner if isinstance(inner, BaseException) else cause.__cause__
+        if inner is None:
+            break
+        cause = inner
+    if isinstance(cause, UnicodeDecodeError):  # Ray writes its advice into the encoding
+        byte = cause.object[cause.start : cause.start + 1].hex().upper()
+        return f"not valid UTF-8 (byte 0x{byte} at byte {cause.start} of a block)"
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return (lines[0] if lines else type(cause).__name__)[:300]
+
+
+def output_format_of(output: str | os.PathLike[str], output_format: str | None) -> str:
+    """The format of the ray engine's output, a folder of parts: ``output_format``, else
+    what the folder's name says (``out.parquet/``), else JSONL."""
+    if output_format is not None:
+        return format_of(os.fspath(output), output_format, option="output_format")
+    return suffix_format(Path(os.fspath(output).rstrip("/")).name) or "jsonl"
+
+
 def _shown(place: _Place) -> Path | str:
     return place.shown if "://" in place.shown else Path(place.shown)
 
@@ -213,6 +252,7 @@ def label_with_ray(
     id_field: str | None = None,
     batch_size: int = 256,
     output_format: str | None = None,
+    input_format: str | None = None,
     scores: str = "top",
     tier: int | None = None,
     max_chars: int = 100_000,
@@ -227,11 +267,11 @@ def label_with_ray(
     CPUs of a local Ray started here; ``progress``: Ray Data's progress bars."""
     ray = require("ray", "ray")
     started = time.perf_counter()
-    out_fmt = format_of(os.fspath(output), output_format)
+    out_fmt = output_format_of(output, output_format)
     if os.fspath(output).lower().endswith(".gz"):
         raise ConfigError(f"{output}: the ray engine writes plain files; drop the .gz")
     files = _inputs(_Place.of(input_path))
-    formats = [format_of(f.name) for f in files]
+    formats = [format_of(f.name, input_format, option="input_format") for f in files]
     place = _Place.of(output)
     folder = bundle_folder(bundle_path, tier)  # the folder every actor loads
     bundle = Bundle.load(folder, cache=None)
@@ -263,19 +303,22 @@ def label_with_ray(
         if not done.is_file():
             target = place.child(source.name)
             target.fs.delete_dir_contents(target.path, missing_dir_ok=True)
-            answered = (
-                _read(ray, source, fmt)
-                .map_batches(
-                    LabelBatch,
-                    fn_constructor_args=(str(folder),),
-                    fn_constructor_kwargs={**options, "threads": 1},  # an actor: 1 CPU
-                    batch_size=batch_size,
-                    batch_format="pyarrow",
-                    # from one actor up: a fixed pool as big as the CPUs would wait
-                    # for CPUs the read tasks hold
-                    compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
-                )
-                .materialize()
+            answered = _run_file(
+                lambda source=source, fmt=fmt: (
+                    _read(ray, source, fmt)
+                    .map_batches(
+                        LabelBatch,
+                        fn_constructor_args=(str(folder),),
+                        fn_constructor_kwargs={**options, "threads": 1},  # an actor: 1 CPU
+                        batch_size=batch_size,
+                        batch_format="pyarrow",
+                        # from one actor up: a fixed pool as big as the CPUs would wait
+                        # for CPUs the read tasks hold
+                        compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),
+                    )
+                    .materialize()
+                ),
+                source,
             )
             _write(ray, answered.drop_columns([ERROR_COLUMN]), target, out_fmt)
             failed = _bad_rows(answered, source.name, id_field)

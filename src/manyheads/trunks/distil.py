@@ -13,12 +13,12 @@ token's frequency from its rank in the vocabulary and ``a = 1e-4``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._text import loads_json
 from ..errors import ManyheadsError, require
 from .windows import special_span
 
@@ -92,8 +92,8 @@ def _modules(folder: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        modules = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        modules = loads_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise ManyheadsError(f"cannot read {path}: {exc}") from None
     return [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
 

@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._io import user_cache_folder
+from .._text import loads_json
 from ..errors import ConfigError, ManyheadsError
 from .base import (
     TrunkBase,
@@ -97,7 +98,7 @@ def _parse(blob: bytes, path: Path) -> tuple[np.ndarray, str, dict[str, Any]]:
 
     try:
         size = int.from_bytes(blob[:8], "little")
-        meta = json.loads(blob[8 : 8 + size]).get("__metadata__") or {}
+        meta = loads_json(blob[8 : 8 + size]).get("__metadata__") or {}
         tensors = load(blob)
     except (ValueError, AttributeError, SafetensorError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
