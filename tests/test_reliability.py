@@ -180,6 +180,10 @@ def _dies_at(step: int, action: str, folder: str, extra: str) -> None:
             b.fit_head("section", [r[0] for r in rows], [r[1] for r in rows])  # replaced
             b.fit_head("new", [r[0] for r in rows], [r[1] for r in rows])
             b.save(folder)
+        elif action == "new":  # a new bundle's first save, with its kept data
+            from manyheads.jobs import train_file
+
+            train_file(extra, folder, ["section"], trunk="hashing", no_cache=True)
         elif action == "rm":
             b = Bundle.load(folder, cache=None)
             b.remove_head("library")
@@ -320,6 +324,85 @@ def test_a_new_bundle_stopped_before_its_bundle_json_loads_and_takes_a_retrain(
     assert code == 0, capsys.readouterr().err
     assert (folder / BUNDLE_JSON).is_file()
     assert sorted(Bundle.load(folder, cache=None).heads) == ["h2", "library", "section"]
+
+
+def test_a_new_bundle_killed_at_any_step_of_its_first_save_takes_the_same_command_again(
+    tmp_path, debian_rows, capsys
+):
+    """Killed at each rename / delete of its first save, a new bundle's folder holds what
+    the save had written (kept data, temp files): the same train command again takes it
+    as empty, clears it and writes the bundle."""
+    data = write_jsonl(tmp_path / "d.jsonl", debian_rows[:150])
+    command = ["train", str(data), "-b", "", "--trunk", "hashing", "--task", "section"]
+    steps = 0
+    for step in range(1, 10):
+        folder = tmp_path / f"new{step}"
+        code = _run_dying(step, "new", folder, str(data))
+        if code == 0:
+            break
+        steps += 1
+        left = sorted(p.name for p in folder.iterdir())
+        assert left and BUNDLE_JSON not in left, left
+        command[3] = str(folder)
+        assert main(command) == 0, capsys.readouterr().err
+        assert sorted(Bundle.load(folder, cache=None).heads) == ["section"]
+        assert [
+            p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != ".lock"
+        ] == []
+    assert steps >= 1
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    command[3] = str(foreign)
+    assert main(command) == 1
+    assert "foreign exists and is not a bundle (no bundle.json)" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("how", ["save", "rm", "train"])
+def test_a_data_folder_linking_outside_is_never_written_or_emptied(
+    folder, tmp_path, debian_rows, capsys, how
+):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    planted = {"a.jsonl.gz": b"keep", "0123456789abcdef01234567.jsonl.gz": b"keep too"}
+    for name, body in planted.items():
+        (victim / name).write_bytes(body)
+    for kept in (folder / "data").iterdir():
+        kept.rename(victim / kept.name)
+        planted[kept.name] = (victim / kept.name).read_bytes()
+    (folder / "data").rmdir()
+    (folder / "data").symlink_to(victim)
+    before = _doc(folder)
+    if how == "save":
+        b = Bundle.load(folder, cache=None)
+        b.remove_head("library")
+        with pytest.raises(BundleError, match=r"b/data leads outside the bundle folder \(to "):
+            b.save(folder)
+        with pytest.raises(BundleError, match=r"b/data/\w+.jsonl.gz leads outside the bundle"):
+            b.training_data("section")
+    else:
+        data = write_jsonl(tmp_path / "d.jsonl", debian_rows[:150])
+        args = ["heads", "rm", "library", "-b", str(folder)]
+        if how == "train":
+            args = ["train", str(data), "-b", str(folder), "--task", "h2=section"]
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "b/data leads outside the bundle folder" in err, err
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == planted
+    assert _doc(folder) == before
+
+
+def test_a_lock_file_that_is_a_link_is_refused(folder, tmp_path):
+    target = tmp_path / "elsewhere.txt"
+    (folder / ".lock").unlink(missing_ok=True)
+    (folder / ".lock").symlink_to(target)
+    b = Bundle.load(folder, cache=None)
+    with pytest.raises(
+        BundleError, match=r"\.lock is a link; a bundle folder's lock file is its own"
+    ):
+        b.save(folder)
+    assert not target.exists()
 
 
 def test_stale_temp_files_go_on_the_next_write_and_live_ones_stay(folder):
@@ -621,6 +704,14 @@ HOSTILE_RECORDS = {
     "nan-threshold": ("bin", _set("thresholds", [float("nan")])),
     "text-threshold": ("bin", _set("thresholds", ["x"])),
     "data-outside": ("multi", _set("data", "../planted.jsonl.gz")),
+    "metrics-null": ("multi", _set("metrics", None)),
+    "metrics-text": ("multi", _set("metrics", "great")),
+    "metrics-list": ("multi", _set("metrics", [0.9])),
+    "metrics-number": ("multi", _set("metrics", 0.9)),
+    "metrics-deep": ("multi", _set("metrics", json.loads("[" * 40 + "]" * 40))),
+    "field-surrogate": ("multi", _set("field", "a\ud800")),
+    "created-surrogate": ("multi", _set("created", "\udfff2026")),
+    "n-train-text": ("multi", _set("n_train", "many")),
 }
 
 
@@ -642,6 +733,26 @@ def test_put_of_a_hostile_record_is_a_422_and_changes_nothing(service, debian_ro
         assert Bundle.load(folder, cache=None).generation == before
     ok = httpx.post(srv.url + "/v1/predict", json={"texts": TEXTS}, headers=AUTH, timeout=30)
     assert ok.status_code == 200 and json.loads(ok.text)  # valid JSON, no NaN
+
+
+def test_a_bad_record_on_disk_never_stops_a_listing(folder, capsys, start_server):
+    """A bundle saved by an older version with a head whose metrics are text: it loads,
+    the CLI lists it, the service lists it (its bad field left out), and it answers."""
+    import httpx
+
+    _edit(folder, lambda doc: doc["heads"]["section"].update(metrics="great", created=5))
+    assert Bundle.load(folder, cache=None).head_info["section"].get("metrics") is None
+    assert main(["heads", "list", "-b", str(folder)]) == 0
+    listed = capsys.readouterr().out
+    assert "section" in listed and "library" in listed
+    srv = start_server(folder)
+    res = httpx.get(srv.url + "/v1/heads", timeout=30)
+    assert res.status_code == 200 and [h["name"] for h in res.json()["heads"]] == [
+        "section", "library",
+    ]  # fmt: skip
+    _edit(folder, lambda doc: doc["heads"]["section"].update(field=["not", "text"]))
+    with pytest.raises(BundleError, match=r"head 'section': 'field' must be text, got list"):
+        Bundle.load(folder, cache=None)
 
 
 @pytest.mark.parametrize(

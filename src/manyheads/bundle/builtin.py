@@ -12,7 +12,15 @@ from typing import Any
 from .._io import describe_os_error, staged_dir
 from ..errors import BundleError, ConfigError
 from ..trunks import spec_has_tiers, spec_tier, spec_type
-from .store import BUNDLE_JSON, TIERS_DIR, folder_lock, has_bundle, read_document
+from .store import (
+    BUNDLE_JSON,
+    DATA_DIR,
+    TIERS_DIR,
+    folder_lock,
+    has_bundle,
+    own_path,
+    read_document,
+)
 
 __all__ = [
     "BUILTIN_BUNDLES",
@@ -82,7 +90,8 @@ def builtin_name(folder: str | os.PathLike[str]) -> str | None:
 
 
 def check_writable(folder: str | os.PathLike[str]) -> None:
-    """Refuse to write into a built-in bundle (it ships inside the package)."""
+    """Refuse to write into a built-in bundle (it ships inside the package), or into a
+    folder whose kept ``data/`` is a link leading outside it (:func:`.store.own_path`)."""
     name = builtin_name(folder)
     if name is not None:
         shown = name or "models"
@@ -90,6 +99,9 @@ def check_writable(folder: str | os.PathLike[str]) -> None:
             f"the built-in bundle {shown!r} is read-only (it ships inside the package, at "
             f"{Path(folder)}); make a copy to change: manyheads copy {shown} DIR, then use -b DIR"
         )
+    data = Path(folder) / DATA_DIR
+    if data.is_symlink() or data.exists():
+        own_path(Path(folder), DATA_DIR)
 
 
 def copy_bundle(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:

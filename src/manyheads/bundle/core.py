@@ -32,7 +32,7 @@ from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHe
 from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
 from ..heads.decode import check_scores
 from ..heads.kinds import SET_KINDS
-from ..heads.record import HeadLimits, check_label_values
+from ..heads.record import HeadLimits, check_info, check_label_values
 from ..trunks import (
     Features,
     Trunk,
@@ -385,8 +385,9 @@ class Bundle(BundleFolder):
         info.setdefault("kind", head.kind)
         info.setdefault("field", name)
         info.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        record = any_head_to_record(head)
         where = f"head {name!r}"
+        info = check_info(info, where)
+        record = any_head_to_record(head)
         check_label_values(record[0].get("labels"), where)
         self.limits.check_labels(record[0]["labels"], where)
         with self._lock:
@@ -437,8 +438,6 @@ class Bundle(BundleFolder):
         # a head from elsewhere brings no kept training data into this bundle
         info = {k: v for k, v in record_and_info(record).items() if k != "data"}
         info["kind"] = head.kind
-        if not isinstance(info.get("field", name), str):
-            raise DataError(f"head {name!r}: 'field' must be a string")
         self.add_head(name, head, info=info)
 
     # -- prediction --------------------------------------------------------

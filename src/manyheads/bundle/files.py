@@ -35,6 +35,7 @@ from .store import (
     OnDisk,
     collect_garbage,
     folder_lock,
+    own_path,
     read_folder,
 )
 
@@ -236,6 +237,7 @@ class BundleFolder:
         saved bundle no longer names is removed."""
         from safetensors.numpy import save as st_save
 
+        check_writable(folder)  # again, holding the lock: no data/ link leading out
         self._save_trunk_files(folder)
         generation = uuid.uuid4().hex
         doc = self.to_dict(generation)
@@ -297,7 +299,7 @@ class BundleFolder:
         more go after the save (``collect_garbage``)."""
         wanted = {str(i["data"]) for i in self._state.info.values() if i.get("data")}
         for rel in sorted(wanted):
-            target = folder / rel
+            target = own_path(folder, rel)
             if target.exists():
                 continue
             if rel not in self._data:
@@ -317,7 +319,7 @@ class BundleFolder:
             return None
         if rel in self._data:
             return self._data[rel]
-        path = None if self.path is None else self.path / rel
+        path = None if self.path is None else own_path(self.path, rel)
         if path is None or not path.is_file():
             raise BundleError(
                 f"the kept training data of head {name!r} ({rel}) is missing from "

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from .._io import atomic_write_bytes
+from .._text import loads_json
 from .._version import __version__
 from ..data import data_hash
 from ..errors import BundleError, ConfigError, DataError, FingerprintMismatchError
 from ..heads import check_head_name
+from ..heads.record import info_problems
 from ..trunks import check_spec, spec_name
 from .state import Record
 from .store import BUNDLE_JSON, HEADS_FILE, OnDisk
@@ -33,6 +35,7 @@ __all__ = [
     "parse_document",
     "read_kept_data",
     "read_tensors",
+    "readable_info",
     "record_and_info",
     "write_kept_data",
 ]
@@ -107,6 +110,22 @@ def _check_trunk(ref: Any, where: Path) -> dict[str, Any]:
     return {**ref, "name": spec_name(ref["spec"]) or ref["name"]}
 
 
+# what a head's answers or its kept data depend on; the rest of its info only describes it
+VITAL_INFO = ("kind", "field", "trunk_fingerprint", "data", "data_hash")
+
+
+def readable_info(info: dict[str, Any], where: str) -> dict[str, Any]:
+    """A stored head's info as a bundle loads it: a field it depends on that is not what
+    it must be (:func:`~manyheads.heads.record.info_problems`) refuses the bundle in one
+    line; a field that only describes the head (its metrics, its date, ...) and is not
+    is left out, so one bad record never stops a bundle from loading or listing."""
+    problems = info_problems(info)
+    for key in VITAL_INFO:
+        if key in problems:
+            raise BundleError(f"{where}: {key!r} {problems[key]}")
+    return {k: v for k, v in info.items() if str(k) not in problems}
+
+
 def parse_document(doc: Any, tensors: Mapping[str, np.ndarray], folder: Path) -> Parsed:
     """Check a bundle document and split its tensors by head; every problem is one
     :class:`BundleError` line naming the file."""
@@ -134,7 +153,7 @@ def parse_document(doc: Any, tensors: Mapping[str, np.ndarray], folder: Path) ->
             raise BundleError(f"{where}: head {name!r} must be an object")
         prefix = f"heads/{name}/"
         own = {k[len(prefix) :]: a for k, a in tensors.items() if k.startswith(prefix)}
-        info = record_and_info(entry)
+        info = readable_info(record_and_info(entry), f"{where}: head {name!r}")
         if info.get("trunk_fingerprint", trunk["fingerprint"]) != trunk["fingerprint"]:
             raise FingerprintMismatchError(
                 f"{where}: head {name!r} was trained on trunk fingerprint "
@@ -203,7 +222,7 @@ def read_kept_data(path: Path, name: str, expected_hash: Any) -> KeptData:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for line in fh:
-                row = json.loads(line)
+                row = loads_json(line)
                 texts.append(row["text"])
                 labels.append(row["label"])
                 groups.append(row.get("group"))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import remove_stale_temps
+from .._text import loads_json
 from ..errors import BundleError
 
 __all__ = [
@@ -38,9 +39,11 @@ __all__ = [
     "TIERS_DIR",
     "OnDisk",
     "check_paths",
+    "clear_first_save",
     "collect_garbage",
     "folder_lock",
     "has_bundle",
+    "own_path",
     "read_document",
     "read_folder",
 ]
@@ -51,6 +54,8 @@ HEADS_FILE = "heads.safetensors"
 TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a bundle
 LOCK_FILE = ".lock"
 DATA_RE = re.compile(r"^data/[0-9a-f]{24}\.jsonl\.gz$")
+TRUNK_DIRS = "trunk-*"  # a fine-tuned transformer kept in the bundle
+NAMED_FILES = ("model-*.onnx", "static-*.safetensors")  # graphs and tables, named by hash
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -80,7 +85,7 @@ def folder_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
             held = _LOCKS[key] = _Held()
     with held.rlock:
         if held.depth == 0:
-            fh = open(folder / LOCK_FILE, "a")  # noqa: SIM115 (closed when released)
+            fh = _open_lock(folder / LOCK_FILE)
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
             except BaseException:
@@ -96,6 +101,20 @@ def folder_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
                 fh, held.fh = held.fh, None
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
                 fh.close()
+
+
+def _open_lock(path: Path) -> Any:
+    """The lock file, never through a link (which could lead outside the folder)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError:
+        if path.is_symlink():
+            raise BundleError(
+                f"{path} is a link; a bundle folder's lock file is its own (remove the link)"
+            ) from None
+        raise
+    return os.fdopen(fd, "a")
 
 
 # -- reading --------------------------------------------------------------------------
@@ -123,7 +142,7 @@ def _header_metadata(header: bytes, where: Path) -> dict[str, str]:
         n = int.from_bytes(header[:8], "little")
         if len(header) < 8 + n:
             raise ValueError("header cut short")
-        meta = json.loads(header[8 : 8 + n]).get("__metadata__") or {}
+        meta = loads_json(header[8 : 8 + n]).get("__metadata__") or {}
         if not isinstance(meta, dict):
             raise ValueError("its metadata is not an object")
     except (ValueError, UnicodeDecodeError, AttributeError) as exc:
@@ -141,8 +160,8 @@ def _read_header(path: Path) -> bytes:
 
 def _parse_doc(text: str, where: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+        doc = loads_json(text)
+    except ValueError as exc:
         raise BundleError(f"cannot read {where}: not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != "manyheads-bundle":
         raise BundleError(f"{where} is not a manyheads bundle file")
@@ -254,6 +273,22 @@ def inside(folder: Path, rel: Any, what: str, *, root: Path | None = None) -> Pa
     return path
 
 
+def own_path(folder: Path, rel: str) -> Path:
+    """``folder / rel``, a path the bundle itself writes, reads or removes (its kept
+    ``data/``, a kept data file), when it resolves inside the bundle (a tier's: its
+    parent's) once links are followed; else :class:`BundleError`: nothing is written,
+    read or removed through a link that leads out."""
+    path = folder / rel
+    top = bundle_root(folder).resolve()
+    resolved = path.resolve()
+    if resolved != top and top not in resolved.parents:
+        raise BundleError(
+            f"{path} leads outside the bundle folder (to {resolved}): a bundle writes, reads "
+            f"and removes its own files only; make {rel} a folder or file of its own"
+        )
+    return path
+
+
 def _check_sha(folder: Path, value: Any, what: str) -> None:
     if not isinstance(value, str) or not _SHA256_RE.match(value):
         raise BundleError(
@@ -321,6 +356,14 @@ def check_paths(doc: dict[str, Any], folder: Path) -> None:
 # -- garbage --------------------------------------------------------------------------
 
 
+def _stays_inside(folder: Path, rel: str) -> bool:
+    try:
+        own_path(folder, rel)
+    except BundleError:
+        return False
+    return True
+
+
 def collect_garbage(folder: Path, bundle_json: str) -> None:
     """Remove what no saved document of ``folder`` names any more: kept data files,
     fine-tuned trunk folders (``trunk-ID``), graph files (``model-SHA.onnx``), static
@@ -334,16 +377,56 @@ def collect_garbage(folder: Path, bundle_json: str) -> None:
         if isinstance(r, dict) and r.get("data")
     }
     data_dir = folder / DATA_DIR
-    if data_dir.is_dir():
+    if data_dir.is_dir() and _stays_inside(folder, DATA_DIR):
         for old in data_dir.glob("*.jsonl.gz"):
             if f"{DATA_DIR}/{old.name}" not in wanted:
                 old.unlink(missing_ok=True)
         remove_stale_temps(data_dir)
-    for old in folder.glob("trunk-*"):
+    for old in folder.glob(TRUNK_DIRS):
         if old.is_dir() and f'"{old.name}"' not in bundle_json:
             shutil.rmtree(old, ignore_errors=True)
-    for pattern in ("model-*.onnx", "static-*.safetensors"):
+    for pattern in NAMED_FILES:
         for old in folder.glob(pattern):
             if old.is_file() and f'"{old.name}"' not in bundle_json:
                 old.unlink(missing_ok=True)
     remove_stale_temps(folder)
+
+
+def _own_leftover(entry: Path) -> bool:
+    """Whether ``entry`` of a folder is something a bundle's save writes (before its
+    ``bundle.json``): temp files, the lock, kept data, graph files and tables, a
+    fine-tuned trunk; a link is never one."""
+    name = entry.name
+    if entry.is_symlink():
+        return False
+    if name == LOCK_FILE or (name.startswith(".") and name.endswith(".tmp")):
+        return entry.is_file()
+    if entry.is_dir():
+        if name == DATA_DIR:
+            return all(
+                DATA_RE.match(f"{DATA_DIR}/{c.name}") or _own_leftover(c) for c in entry.iterdir()
+            )
+        return entry.match(TRUNK_DIRS) or (name.startswith(".") and ".tmp-" in name)
+    return any(entry.match(p) for p in NAMED_FILES)
+
+
+def clear_first_save(folder: Path) -> bool:
+    """Empty ``folder`` when all it holds is what a first save of a new bundle left
+    when it was stopped (:func:`_own_leftover`, nothing else, no bundle); True when it is
+    (then) empty. Holds the folder's lock, so a save in progress is not disturbed."""
+    if not folder.is_dir():
+        return not folder.exists()
+    entries = list(folder.iterdir())
+    if not entries or not all(_own_leftover(e) for e in entries):
+        return not entries
+    with folder_lock(folder):
+        if has_bundle(folder):
+            return False
+        for entry in folder.iterdir():
+            if entry.name == LOCK_FILE:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    return True

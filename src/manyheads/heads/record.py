@@ -1,5 +1,6 @@
-"""A head's stored record (the JSON half of a head; the tensors are the other half):
-the one validator every way in goes through, and the caps on what a head may hold.
+"""A head's stored record (the JSON half of a head; the tensors are the other half) and
+its info (kind, field, metrics, ...: what is said about the head): the one validator
+of each that every way in goes through, and the caps on what a head may hold.
 
 A record comes from a bundle's ``bundle.json`` (``Bundle.load``), from a client
 (``PUT /v1/heads/NAME``) or from a head just trained; each is checked here, so a
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._text import unicode_problem
 from ..errors import ConfigError, DataError
 from .kinds import (
     SET_KINDS,
@@ -38,8 +40,11 @@ __all__ = [
     "TEMPERATURE_MIN",
     "CheckedRecord",
     "HeadLimits",
+    "check_info",
     "check_label_values",
     "check_record",
+    "info_problems",
+    "json_problem",
     "label_problem",
 ]
 
@@ -215,6 +220,9 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
     params = record.get("params") or {}
     if not isinstance(params, dict):
         raise DataError(f"head 'params' must be an object, got {type(params).__name__}")
+    problem = json_problem(params)
+    if problem is not None:
+        raise DataError(f"head 'params' {problem}")
     return CheckedRecord(
         type=htype,
         kind=kind,
@@ -225,3 +233,97 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
         tensors=_check_tensors(htype, kind, len(labels), n_outputs, tensors),
         path_sep=path_sep,
     )
+
+
+# -- a head's info: what a record says about the head beside its weights ---------------
+
+MAX_JSON_DEPTH = 16  # nesting of a head's metrics (and any other info value)
+
+
+def json_problem(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` is not plain JSON this project writes back (an object with text
+    keys, a list, text UTF-8 can hold, a finite number, a boolean, null; at most
+    :data:`MAX_JSON_DEPTH` deep), as the end of a sentence; None when it is."""
+    if depth > MAX_JSON_DEPTH:
+        return f"is nested more than {MAX_JSON_DEPTH} deep"
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"holds {value!r}, not a finite number"
+    if isinstance(value, str):
+        return unicode_problem(value)
+    if isinstance(value, list):
+        return next((p for v in value if (p := json_problem(v, depth + 1))), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"has a key {key!r} that is not text"
+            problem = unicode_problem(key) or json_problem(item, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"holds a {type(value).__name__}, not a JSON value"
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return f"must be text, got {_type_name(value)}"
+    return unicode_problem(value)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _count(value: Any) -> str | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return None
+    return f"must be a count (an integer of 0 or more), got {_type_name(value)}"
+
+
+def _metrics(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return f"must be an object of the head's figures, got {_type_name(value)}"
+    return json_problem(value)
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
+
+
+# each field of a head's info a head may carry, and its judge; others are plain JSON
+INFO_FIELDS = {
+    "kind": _text,
+    "field": _text,
+    "trunk_fingerprint": _text,
+    "metrics": _metrics,
+    "n_train": _count,
+    "n_val": _count,
+    "data_hash": _optional_text,
+    "data": _optional_text,
+    "created": _optional_text,
+    "head_type": _optional_text,
+}
+
+
+def info_problems(info: Mapping[str, Any]) -> dict[str, str]:
+    """Each field of a head's ``info`` that is not what it must be, with why (the end of
+    a sentence); empty when the info is fine. The one judgement of a head's info, used
+    where heads come in (trained, imported, ``PUT``) and where a bundle is read."""
+    found = {}
+    for key, value in info.items():
+        judge = INFO_FIELDS.get(key)
+        problem = judge(value) if judge is not None else json_problem(value)
+        if problem is None and judge is None and not isinstance(key, str):
+            problem = "is not named by text"
+        if problem is not None:
+            found[str(key)] = problem
+    return found
+
+
+def check_info(info: Mapping[str, Any], where: str = "head") -> dict[str, Any]:
+    """``info`` when every field is what it must be (:func:`info_problems`), else one
+    :class:`DataError` naming the first field that is not."""
+    for key, problem in info_problems(info).items():
+        raise DataError(f"{where}: {key!r} {problem}")
+    return dict(info)

@@ -5,13 +5,14 @@ shows its own way (the CLI: its flags)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._text import loads_json
 from ..bundle import BUNDLE_JSON, Bundle
+from ..bundle.store import clear_first_save
 from ..cache import EmbeddingCache
 from ..data import Dataset, LabelSpec, load_dataset
 from ..errors import BundleError, ConfigError, DataError
@@ -157,8 +158,8 @@ def parse_byte_config(value: str | dict[str, Any] | None) -> ByteConfig:
     doc: Any = value
     if isinstance(value, str):
         try:
-            doc = json.loads(value)
-        except json.JSONDecodeError as exc:
+            doc = loads_json(value)
+        except ValueError as exc:
             raise ConfigError(
                 f"{{byte_config}} is not valid JSON: {exc}", options=("byte_config",)
             ) from None
@@ -184,10 +185,16 @@ def parse_byte_config(value: str | dict[str, Any] | None) -> ByteConfig:
 
 def refuse_foreign_folder(folder: Path) -> None:
     """A folder that is there and holds something but no bundle is refused: a new bundle
-    is not written over it (a lock file, or the temp files of a writer creating it now,
-    do not count)."""
+    is not written over it. What a first save of a new bundle left when it was stopped
+    (its temp files, kept data, graph files) does not count: it is cleared
+    (:func:`~manyheads.bundle.store.clear_first_save`), as are the temp files of a writer
+    creating it now."""
     if folder.exists() and (
-        not folder.is_dir() or any(not p.name.startswith(".") for p in folder.iterdir())
+        not folder.is_dir()
+        or (
+            any(not p.name.startswith(".") for p in folder.iterdir())
+            and not clear_first_save(folder)
+        )
     ):
         raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
 
