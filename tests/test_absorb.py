@@ -260,6 +260,51 @@ def test_a_folder_without_id2label_is_refused(tmp_path, tiny_teacher):
         load_teacher("t", str(folder))
 
 
+def test_a_teacher_without_its_own_tokenizer_is_refused(tmp_path, tiny_teacher):
+    folder = tmp_path / "t"
+    shutil.copytree(tiny_teacher, folder)
+    (folder / "tokenizer.json").unlink()  # transformers would make up a 5-token one
+    with pytest.raises(ConfigError, match=r"teacher 't': .*t has no tokenizer: no tokenizer.json"):
+        load_teacher("t", str(folder))
+    from tokenizers import Tokenizer, models
+
+    specials = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+    Tokenizer(models.WordPiece(vocab=specials, unk_token="[UNK]")).save(
+        str(folder / "tokenizer.json")
+    )
+    with pytest.raises(
+        ConfigError, match=r"teacher 't': the tokenizer in .* knows 5 tokens but the model embeds"
+    ):
+        load_teacher("t", str(folder))
+
+
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path, tiny_teacher):
+    folder = tmp_path / "t"
+    shutil.copytree(tiny_teacher, folder)
+    text = (folder / "config.json").read_text().replace('"library"', '"libr\u00e9ry"')
+    (folder / "config.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(
+        ConfigError, match=r"teacher 't': cannot read .*config.json: not UTF-8 text"
+    ):
+        load_teacher("t", str(folder))
+
+
+def test_a_model_that_cannot_load_is_one_line_naming_the_teacher(tmp_path, tiny_teacher, capfd):
+    folder = tmp_path / "t"
+    shutil.copytree(tiny_teacher, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    teacher = load_teacher("t", str(folder))
+    capfd.readouterr()
+    with pytest.raises(ManyheadsError) as caught:
+        teacher.answer(["a text", "another text"])
+    message = str(caught.value)
+    assert message.startswith(f"teacher 't': cannot load the model in {folder.resolve()}: ")
+    assert "size mismatch" in message and "\n" not in message and "text 1" not in message
+    printed = capfd.readouterr()
+    assert printed.err == "" and printed.out == ""  # the library's own report kept back
+
+
 def test_a_bundle_head_that_does_not_exist_is_refused(tmp_path, debian_rows):
     b = Bundle(trunk="hashing")
     rows = debian_rows[:200]

@@ -96,6 +96,8 @@ class Teacher:
                 if v is not None:
                     out[i] = v
         order = sorted(todo, key=lambda i: len(texts[i]))
+        if order:
+            self.prepare()  # a teacher that cannot load is not blamed on a text
         with progress_bar(total=len(order), desc=f"teacher {self.name}", enabled=progress) as bar:
             for start in range(0, len(order), TEACHER_BATCH):
                 rows = order[start : start + TEACHER_BATCH]
@@ -130,6 +132,10 @@ class Teacher:
             raise ManyheadsError(
                 f"teacher {self.name!r} failed on a batch of {len(batch)} texts: {one_line(exc)}"
             ) from None
+
+    def prepare(self) -> None:
+        """Load what answering needs (a model), before the first text: a teacher that
+        cannot load says so in one line of its own."""
 
     def _run(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError

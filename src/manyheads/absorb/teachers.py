@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._text import loads_json
 from ..data import read_records
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.kinds import check_head_name
@@ -95,8 +96,13 @@ class HFTeacher(Teacher):
                 "sequence-classification folder, a BUNDLE#HEAD or a JSONL of answers"
             )
         try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            config = loads_json(config_file.read_bytes())
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"teacher {name!r}: cannot read {config_file}: not UTF-8 text ({exc.reason} at "
+                f"byte {exc.start})"
+            ) from None
+        except (OSError, ValueError) as exc:
             raise ConfigError(f"teacher {name!r}: cannot read {config_file}: {exc}") from None
         id2label = config.get("id2label") if isinstance(config, dict) else None
         if not isinstance(id2label, dict) or not id2label:
@@ -119,26 +125,34 @@ class HFTeacher(Teacher):
         self.kind = "multilabel" if problem == "multi_label_classification" else "multiclass"
         # the window the model was saved with (its tokenizer's model_max_length), as its
         # own pipeline truncates; safetensors and the tokenizer checked like a trunk's
-        self._trunk = TransformerTrunk(folder, max_length=_saved_window(folder, config))
+        try:
+            self._trunk = TransformerTrunk(folder, max_length=_saved_window(folder, config))
+        except ManyheadsError as exc:
+            raise ConfigError(f"teacher {name!r}: {one_line(exc)}") from None
         self.fingerprint = self._trunk.fingerprint
         self._folder = self._trunk.model_dir
         self._model: Any = None
         self._features: list[Any] = []
 
+    def prepare(self) -> None:
+        self._ensure_model()
+
     def _ensure_model(self) -> Any:
         if self._model is None:
             require("torch", "transformers")
             transformers = require("transformers", "transformers")
-            from .._progress import transformers_bars
+            from .._progress import reported_cause, transformers_quiet
 
+            said: list[str] = []
             try:
-                with transformers_bars(False):
+                with transformers_quiet() as said:
                     model = transformers.AutoModelForSequenceClassification.from_pretrained(
                         str(self._folder), local_files_only=True, use_safetensors=True
                     )
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # foreign code: any failure to load, said in one line
                 raise ManyheadsError(
-                    f"teacher {self.name!r}: cannot load {self._folder}: {one_line(exc)}"
+                    f"teacher {self.name!r}: cannot load the model in {self._folder}: "
+                    f"{reported_cause(exc, said)}"
                 ) from None
             model.eval()
             for attr in _CLASSIFIER_NAMES:
@@ -199,9 +213,9 @@ def _saved_window(folder: Path, config: dict[str, Any]) -> int:
     positions = int(config.get("max_position_embeddings", 512))
     limit = min(positions, 512)
     try:
-        saved = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        saved = loads_json((folder / "tokenizer_config.json").read_bytes())
         wanted = saved.get("model_max_length")
-    except (OSError, json.JSONDecodeError, AttributeError):
+    except (OSError, ValueError, AttributeError):
         wanted = None
     if isinstance(wanted, int) and 8 <= wanted < limit:
         return wanted

@@ -21,4 +21,13 @@ def export(
     with onnxruntime, without torch."""
     folder = jobs.export_file(bundle, out, int8=int8, recheck=not no_recheck)
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    typer.echo(f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''})")
+    kept = int8 and not no_recheck
+    typer.echo(
+        f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''}"
+        + (
+            ", with the float32 graph kept beside the int8 one to answer unsure texts again; "
+            "--no-recheck writes the int8 graph alone, about a quarter of the size)"
+            if kept
+            else ")"
+        )
+    )

@@ -13,13 +13,13 @@ Batches are sorted by length so little padding is computed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._text import loads_json
 from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
 from .base import (
     TrunkBase,
@@ -41,16 +41,31 @@ def _digest(path: Path) -> bytes:
 
 
 _POOLING_MODES = ("mean", "cls", "max")
+# the files a tokenizer is built from when a folder has no tokenizer.json
+_VOCAB_FILES = (
+    "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+)  # fmt: skip
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    return str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+
+
+def _read_json(path: Path, want: type = dict) -> Any:
+    """The JSON ``want`` (an object, or a list) that ``path`` holds; one line else."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ManyheadsError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ManyheadsError(f"{path} must hold a JSON object")
+        data = loads_json(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ManyheadsError(f"cannot read {path}: {_reason(exc)}") from None
+    if not isinstance(data, want):
+        raise ManyheadsError(f"{path} must hold a JSON {'object' if want is dict else 'list'}")
     return data
 
 
@@ -59,10 +74,11 @@ def sentence_transformers_settings(folder: Path) -> tuple[Path, str | None, int 
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
         return folder, None, None
-    with open(modules_file, encoding="utf-8") as fh:
-        modules = json.load(fh)
+    modules = _read_json(modules_file, want=list)
     model_dir, pooling, max_len = folder, None, None
     for module in modules:
+        if not isinstance(module, dict):
+            raise ManyheadsError(f"{modules_file} must list its modules as objects")
         mtype = str(module.get("type", ""))
         sub = folder / module.get("path", "")
         if mtype.endswith("Transformer"):
@@ -132,7 +148,8 @@ class TransformerTrunk(TrunkBase):
         self._dim = int(model_cfg.get("hidden_size") or model_cfg.get("d_model") or 0)
         if self._dim <= 0:
             raise ManyheadsError(f"{model_dir / 'config.json'} does not say the hidden size")
-        self._tokenizer = self._load_tokenizer(model_dir)
+        vocab = model_cfg.get("vocab_size")
+        self._tokenizer = self._load_tokenizer(model_dir, vocab if isinstance(vocab, int) else 0)
         digests = [_digest(p) for p in self._weights]
         tok_file = model_dir / "tokenizer.json"
         if tok_file.is_file():
@@ -144,20 +161,40 @@ class TransformerTrunk(TrunkBase):
     # -- construction ------------------------------------------------------
 
     @staticmethod
-    def _load_tokenizer(model_dir: Path) -> Any:
+    def _load_tokenizer(model_dir: Path, vocab_size: int) -> Any:
+        """The folder's own tokenizer: its ``tokenizer.json``, else the one transformers
+        builds from its vocabulary files; refused when the folder has neither, or when
+        what loads knows far fewer tokens than the model (``vocab_size``) embeds."""
         tok_file = model_dir / "tokenizer.json"
         if tok_file.is_file():
-            return load_tokenizer_file(tok_file)
-        transformers = require("transformers", "transformers")
-        try:
-            hf = transformers.AutoTokenizer.from_pretrained(
-                str(model_dir), local_files_only=True, use_fast=True
+            tok = load_tokenizer_file(tok_file)
+        else:
+            if not any((model_dir / name).is_file() for name in _VOCAB_FILES):
+                raise ManyheadsError(
+                    f"{model_dir} has no tokenizer: no tokenizer.json and no vocabulary file "
+                    f"({', '.join(_VOCAB_FILES)}); save the model's tokenizer in the folder"
+                )
+            transformers = require("transformers", "transformers")
+            from .._progress import transformers_quiet
+
+            try:
+                with transformers_quiet():
+                    hf = transformers.AutoTokenizer.from_pretrained(
+                        str(model_dir), local_files_only=True, use_fast=True
+                    )
+            except (OSError, ValueError, TypeError) as exc:
+                raise ManyheadsError(
+                    f"cannot load a tokenizer from {model_dir}: {_first_line(exc)}"
+                ) from None
+            tok = hf.backend_tokenizer
+            tok.no_truncation()
+            tok.no_padding()
+        known = tok.get_vocab_size(with_added_tokens=True)
+        if vocab_size and known < vocab_size // 10:
+            raise ManyheadsError(
+                f"the tokenizer in {model_dir} knows {known} tokens but the model embeds "
+                f"{vocab_size}: it is not the model's own tokenizer"
             )
-        except (OSError, ValueError) as exc:
-            raise ManyheadsError(f"cannot load a tokenizer from {model_dir}: {exc}") from exc
-        tok = hf.backend_tokenizer
-        tok.no_truncation()
-        tok.no_padding()
         return tok
 
     @property
@@ -182,15 +219,18 @@ class TransformerTrunk(TrunkBase):
         if self._model is None:
             torch = require("torch", "transformers")
             transformers = require("transformers", "transformers")
-            from .._progress import transformers_bars
+            from .._progress import reported_cause, transformers_quiet
 
+            said: list[str] = []
             try:
-                with transformers_bars(False):
+                with transformers_quiet() as said:
                     model = transformers.AutoModel.from_pretrained(
                         str(self._model_dir), local_files_only=True, use_safetensors=True
                     )
-            except (OSError, ValueError) as exc:
-                raise ManyheadsError(f"cannot load the model in {self._model_dir}: {exc}") from exc
+            except Exception as exc:  # foreign code: any failure to load, said in one line
+                raise ManyheadsError(
+                    f"cannot load the model in {self._model_dir}: {reported_cause(exc, said)}"
+                ) from None
             model.eval()
             model.to(self.device)
             self._torch = torch
