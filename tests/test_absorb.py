@@ -296,7 +296,7 @@ def test_a_model_that_cannot_load_is_one_line_naming_the_teacher(tmp_path, tiny_
     (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
     teacher = load_teacher("t", str(folder))
     capfd.readouterr()
-    with pytest.raises(ManyheadsError) as caught:
+    with pytest.raises(ManyheadsError, match="teacher .t.: cannot load the model") as caught:
         teacher.answer(["a text", "another text"])
     message = str(caught.value)
     assert message.startswith(f"teacher 't': cannot load the model in {folder.resolve()}: ")

@@ -300,6 +300,61 @@ def test_predict_answers_empty_text_with_no_label(capsys):
         assert answer["kind"]["label"] is None and answer["language"]["label"] is None
 
 
+def test_predict_input_answers_blank_lines_with_no_label_and_reads_folders(capsys, tmp_path):
+    plain = tmp_path / "t.txt"
+    plain.write_text("def f(): return 1\n\nDer Hund schläft.\n", encoding="utf-8")
+    code, out, err = run(capsys, "predict", "--input", plain, "--heads", "kind")
+    assert code == 0, err
+    answers = [json.loads(line)["kind"] for line in out.splitlines()]
+    assert [a["label"] is None for a in answers] == [False, True, False]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", [{"text": "SELECT 1;"}, {"text": ""}])
+    write_jsonl(folder / "b.jsonl", [{"text": "hello"}])
+    code, out, err = run(capsys, "predict", "--input", folder, "--heads", "kind")
+    assert code == 0, err
+    assert [json.loads(line)["kind"]["label"] is None for line in out.splitlines()] == [
+        False, True, False,
+    ]  # fmt: skip
+    (folder / "c.jsonl").write_text('{"text": 5}\n', encoding="utf-8")
+    code, _, err = run(capsys, "predict", "--input", folder)
+    assert (
+        code == 1
+        and err
+        == "manyheads: error: "
+        + f"{folder / 'c.jsonl'} line 1: field 'text' is int, expected a string\n"
+    )
+
+
+def test_progress_off_a_terminal_is_a_few_lines_for_a_stage_that_takes_a_while(monkeypatch):
+    import io
+    import time
+
+    from manyheads import _progress
+
+    monkeypatch.setattr(_progress, "LINE_AFTER", 0.2)
+    monkeypatch.setattr(_progress, "LINE_EVERY", 0.3)
+    err = io.StringIO()
+    monkeypatch.setattr(_progress.sys, "stderr", err)
+    with _progress.progress_bar(total=3, desc="quick") as bar:
+        bar.update(3)
+    assert err.getvalue() == ""  # over before it was worth a line
+    with _progress.progress_bar(total=2, desc="training heads") as bar:
+        bar.set_postfix_str("section")
+        time.sleep(0.6)
+        bar.update()
+        bar.set_postfix_str("library")
+        bar.update()
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith("training heads: section (1/2), 0/2 after ")
+    assert "training heads: library (2/2)" in lines
+    assert lines[-1].startswith("training heads: done, 2/2 in ")
+    with pytest.raises(KeyError, match="stop"), _progress.progress_bar(total=None, desc="e") as bar:
+        time.sleep(0.3)
+        raise KeyError("stop")
+    assert err.getvalue().splitlines()[-1].startswith("e: stopped, 0 in ")
+
+
 def test_version(capsys):
     import manyheads
 

@@ -348,7 +348,8 @@ def test_cli_export_then_predict_eval_and_list(tmp_path, trained, debian_test_ro
     _, root = trained
     out = tmp_path / "cli-export"
     assert main(["export", "-b", str(root / "source"), "--out", str(out), "--int8"]) == 0
-    assert "int8" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "int8, with the float32 graph kept beside" in said and "--no-recheck writes" in said
     assert main(["predict", "-b", str(out), "python bindings for libxml2"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert {"section", "library", "role"} <= set(answer)
