@@ -507,6 +507,7 @@ def test_an_output_that_cannot_be_written_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1
 
 
+@pytest.mark.heavy
 def test_a_resumed_job_says_so_and_counts_only_the_rows_it_answered(tmp_path):
     from manyheads.cli.label import summary_line
 
@@ -522,6 +523,7 @@ def test_a_resumed_job_says_so_and_counts_only_the_rows_it_answered(tmp_path):
     assert lines[1].startswith(f"labelled 30 rows, none bad into {out} (10 rows now, ")
 
 
+@pytest.mark.heavy
 def test_an_input_edited_in_place_is_answered_again_where_it_changed(tmp_path):
     source = _write_jsonl(tmp_path / "in.jsonl", [{"id": i, "text": "x" * 40} for i in range(3000)])
     out = tmp_path / "out.jsonl"

@@ -326,6 +326,7 @@ def test_a_new_bundle_stopped_before_its_bundle_json_loads_and_takes_a_retrain(
     assert sorted(Bundle.load(folder, cache=None).heads) == ["h2", "library", "section"]
 
 
+@pytest.mark.heavy
 def test_a_new_bundle_killed_at_any_step_of_its_first_save_takes_the_same_command_again(
     tmp_path, debian_rows, capsys
 ):
@@ -735,6 +736,7 @@ def test_put_of_a_hostile_record_is_a_422_and_changes_nothing(service, debian_ro
     assert ok.status_code == 200 and json.loads(ok.text)  # valid JSON, no NaN
 
 
+@pytest.mark.heavy
 def test_a_bad_record_on_disk_never_stops_a_listing(folder, capsys, start_server):
     """A bundle saved by an older version with a head whose metrics are text: it loads,
     the CLI lists it, the service lists it (its bad field left out), and it answers."""
