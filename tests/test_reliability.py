@@ -41,6 +41,9 @@ def folder(tmp_path: Path, debian_rows) -> Path:
     return b.save(tmp_path / "b")
 
 
+_HEAVY = pytest.mark.heavy
+
+
 def _doc(folder: Path) -> dict[str, Any]:
     return json.loads((folder / BUNDLE_JSON).read_text(encoding="utf-8"))
 
@@ -360,9 +363,9 @@ def test_a_new_bundle_killed_at_any_step_of_its_first_save_takes_the_same_comman
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
-@pytest.mark.parametrize("how", ["save", "rm", "train"])
+@pytest.mark.parametrize("how", ["save", "rm", "train", pytest.param("delete", marks=_HEAVY)])
 def test_a_data_folder_linking_outside_is_never_written_or_emptied(
-    folder, tmp_path, debian_rows, capsys, how
+    folder, tmp_path, debian_rows, capsys, how, request
 ):
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -382,6 +385,17 @@ def test_a_data_folder_linking_outside_is_never_written_or_emptied(
             b.save(folder)
         with pytest.raises(BundleError, match=r"b/data/\w+.jsonl.gz leads outside the bundle"):
             b.training_data("section")
+    elif how == "delete":  # the service's DELETE: a 409 naming the link, nothing removed
+        import httpx
+
+        keys = tmp_path / "keys.txt"
+        keys.write_text("k3y-for-tests-0123456789abcdef\n")
+        start = request.getfixturevalue("start_server")
+        srv = start(folder, "--api-key-file", str(keys))
+        res = httpx.delete(srv.url + "/v1/heads/library", headers=AUTH, timeout=60)
+        assert res.status_code == 409 and "b/data leads outside the bundle folder" in res.text
+        res = httpx.get(srv.url + "/v1/heads", headers=AUTH, timeout=60)
+        assert [h["name"] for h in res.json()["heads"]] == ["section", "library"]
     else:
         data = write_jsonl(tmp_path / "d.jsonl", debian_rows[:150])
         args = ["heads", "rm", "library", "-b", str(folder)]
