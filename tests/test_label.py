@@ -399,7 +399,7 @@ def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
         assert table.schema.field("kind").type == "string"
         assert table.schema.field("kind_score").type == "float"
     again = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
-    assert (again.rows, again.parts, again.resumed_parts) == (12, 0, 2)
+    assert (again.rows, again.parts, again.resumed_parts, again.answered_rows) == (12, 0, 2, 0)
     with pytest.raises(ConfigError, match=r"holds the parts of another job \(its heads differs"):
         label_with_ray(f"file://{folder}", "content", out, heads=["risk"])
     (tmp_path / "empty").mkdir()

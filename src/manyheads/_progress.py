@@ -24,9 +24,7 @@ def progress_bar(
     :class:`LineProgress` lines; when not, a bar that shows nothing."""
     if enabled and not sys.stderr.isatty():
         return LineProgress(total=total, desc=desc, unit=str(kwargs.get("unit", "")))
-    return tqdm(
-        total=total, desc=desc, disable=not enabled, file=sys.stderr, leave=False, **kwargs
-    )
+    return tqdm(total=total, desc=desc, disable=not enabled, file=sys.stderr, leave=False, **kwargs)
 
 
 class LineProgress:

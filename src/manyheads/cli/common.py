@@ -109,8 +109,7 @@ HELP: dict[str, str | None] = {
         "texts), so the folder is about 4x the int8 graph alone (MiniLM: ~119 MB, not ~28)."
     ),
     "--no-recheck": (
-        "With --int8: keep no float graph; int8 answers every text (about a quarter of the "
-        "size)."
+        "With --int8: keep no float graph; int8 answers every text (about a quarter of the size)."
     ),
     "copy:source": "Bundle folder, or a built-in bundle's name.",
     "copy:out": "New (or empty) folder to write.",

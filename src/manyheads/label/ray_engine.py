@@ -296,7 +296,7 @@ def label_with_ray(
     context.execution_options.preserve_order = True
     context.enable_progress_bars = progress
     size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    rows = bad = resumed = 0
+    rows = bad = resumed = answered_rows = 0
     for source, fmt in zip(files, formats, strict=True):
         done = place.child(f".done-{source.name}")
         resumed += done.is_file()
@@ -325,6 +325,7 @@ def label_with_ray(
             place.child(f".errors-{source.name}.jsonl").write("".join(failed).encode("utf-8"))
             counts = {"rows": answered.count(), "bad": len(failed)}
             done.write((json.dumps(counts) + "\n").encode("utf-8"))
+            answered_rows += counts["rows"]
         counts = json.loads(done.read())
         rows, bad = rows + counts["rows"], bad + counts["bad"]
     errors = place.child("errors.jsonl")
@@ -336,6 +337,7 @@ def label_with_ray(
         bad_rows=bad,
         parts=len(files) - resumed,
         resumed_parts=resumed,
+        answered_rows=answered_rows,
         seconds=time.perf_counter() - started,
         output=_shown(place),
         errors=_shown(errors) if bad else None,
