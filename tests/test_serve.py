@@ -629,6 +629,20 @@ def test_metrics_count_requests_batches_and_labels(keyed):
     assert 'manyheads_predicted_labels_total{head="library"' in metrics
 
 
+def test_metrics_count_the_schema_and_docs_under_their_own_routes(server):
+    url, _ = server
+    for page in ("/docs", "/openapi.json"):
+        assert httpx.get(url + page).status_code == 200
+    httpx.get(url + "/no/such/page")
+    metrics = httpx.get(url + "/metrics").text
+    for page in ("/docs", "/openapi.json"):
+        assert _metric(
+            metrics, f'manyheads_requests_total{{method="GET",route="{page}",status="200"}}'
+        )
+    assert 'route="(unmatched)",status="404"' in metrics
+    assert 'route="(unmatched)",status="200"' not in metrics
+
+
 def _metric(text: str, name: str) -> float:
     """The value of the sample ``name`` (with its labels, if given) in Prometheus text."""
     for line in text.splitlines():

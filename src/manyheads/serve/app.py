@@ -145,7 +145,19 @@ class _Observe:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = getattr(scope.get("route"), "path", None) or "(unmatched)"
             self.metrics.observe_request(
-                scope["method"], route, status, time.perf_counter() - start
+                scope["method"], _route_path(scope), status, time.perf_counter() - start
             )
+
+
+def _route_path(scope: Any) -> str:
+    """The path template of the route that answered (``/v1/heads/{name}``): FastAPI's own
+    routes name themselves in the scope; the schema and docs pages (plain Starlette
+    routes) are found by their endpoint; ``(unmatched)`` when no route matched."""
+    route = scope.get("route")
+    if route is None and "endpoint" in scope:
+        endpoint = scope["endpoint"]
+        app = scope.get("app")
+        routes = getattr(app, "routes", ())
+        route = next((r for r in routes if getattr(r, "endpoint", None) is endpoint), None)
+    return getattr(route, "path", None) or "(unmatched)"
