@@ -172,6 +172,39 @@ def test_a_body_over_the_limit_is_read_then_refused(keyed):
     assert httpx.get(srv.url + "/healthz").status_code == 200
 
 
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("levels", [64, 5000])
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/predict", '{{"texts": {}}}'),
+        ("POST", "/v1/heads/deep/train", '{{"texts": ["a", "b"], "labels": {}}}'),
+        ("PUT", "/v1/heads/deep", '{{"record": {{"labels": {}}}, "tensors": ""}}'),
+    ],
+)
+def test_a_body_nested_too_deep_is_a_400(keyed, method, path, body, levels):
+    """Deeper than the limit (64 levels with the outer object: 65) or than the JSON
+    parser goes (5,000): a 400 with one line, never a 500."""
+    srv, _, _ = keyed
+    content = body.format(_nested(levels))
+    res = httpx.request(method, srv.url + path, content=content, headers=_auth(), timeout=30)
+    assert res.status_code == 400, res.text
+    error = res.json()["error"]
+    assert error["code"] == "too_deep"
+    assert error["message"] == "the request body nests arrays and objects more than 64 levels deep"
+    assert httpx.get(srv.url + "/healthz").status_code == 200
+
+
+def test_a_body_nested_to_the_limit_is_judged_as_usual(keyed):
+    srv, _, _ = keyed
+    content = '{"texts": ' + _nested(63) + "}"  # 64 levels with the outer object
+    res = httpx.post(srv.url + "/v1/predict", content=content, headers=_auth(), timeout=30)
+    assert res.status_code == 422 and res.json()["error"]["code"] == "bad_texts", res.text
+
+
 def test_unknown_routes_and_methods_answer_json(server):
     url, _ = server
     res = httpx.get(url + "/v1/nope")
