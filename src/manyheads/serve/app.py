@@ -1,10 +1,12 @@
 """The FastAPI app: every head of a bundle from one trunk pass, over HTTP.
 
 Concurrent ``/v1/predict`` requests are queued and merged into trunk passes
-(:class:`~manyheads.serve.batcher.MicroBatcher`: at most ``max_batch`` texts
-and ``max_pass_chars`` characters a pass, waiting at most ``max_wait_ms`` for
-more; a big request is answered over several passes, taking turns with the
-others; a failed pass is retried one request at a time); the pass runs in a
+(:class:`~manyheads.serve.batcher.MicroBatcher`: at most ``max_batch`` texts,
+``max_pass_chars`` characters and, on a trunk that reads token windows,
+``max_pass_tokens`` tokens a pass, waiting at most ``max_wait_ms`` for more; a big
+request is answered over several passes, taking turns with the others; a text over
+a cap is read a step per pass, ``Bundle.predict_steps``, the others' passes between
+its steps; a failed pass is retried one request at a time); the pass runs in a
 worker thread, off the event loop, and each caller gets its own rows back, in
 order. Texts that are not valid Unicode are refused before they are queued.
 
