@@ -35,7 +35,7 @@ def serve(
     long_texts: LongTextsOpt = "refuse",
     max_body_mb: Annotated[float, opt("--max-body-mb")] = 16.0,
     max_pass_chars: Annotated[int, opt("--max-pass-chars")] = 100000,
-    max_pass_tokens: Annotated[int, opt("--max-pass-tokens")] = 1024,
+    max_pass_tokens: Annotated[int, opt("--max-pass-tokens")] = 512,
     max_labels: MaxLabelsOpt = 1000,
     max_label_chars: Annotated[int, opt("--max-label-chars")] = 200,
     max_heads: Annotated[int, opt("--max-heads")] = 256,

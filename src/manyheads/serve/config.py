@@ -27,7 +27,7 @@ class ServeConfig:
     max_pass_chars: int = 100_000  # characters in one trunk pass (one longer text: alone)
     # tokens in one trunk pass, for a trunk that reads token windows (a transformer):
     # a text of more is read over several passes, a few windows each
-    max_pass_tokens: int = 1024
+    max_pass_tokens: int = 512
     max_labels: int = HeadLimits.max_labels  # labels of one head (PUT, train)
     max_label_chars: int = HeadLimits.max_label_chars  # characters of one label
     max_heads: int = HeadLimits.max_heads  # heads of the bundle

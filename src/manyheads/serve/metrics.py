@@ -12,7 +12,7 @@ from .batcher import Pass
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
-WORK_BUCKETS = tuple(2**k for k in range(4, 21, 2))  # 16 ... 1,048,576
+WORK_BUCKETS = tuple(2**k for k in range(4, 21))  # 16, 32, ... 1,048,576
 NO_LABEL = "(none)"  # a multilabel answer with no label
 
 
