@@ -65,7 +65,9 @@ trunk_speed.py), with the `minilm` bundle of 5 heads exported to int8 ONNX
    characters) for --long-baseline seconds (20; alone), then again while the long
    text is answered: their p50/p99 alone and during, the ratio of the p99s, the long
    text's time, its steps and the largest pass's work in tokens (from /metrics);
-   aiohttp client, as the levels.
+   then what the token cap costs short texts: --long-throughput (300) requests at
+   concurrency 32 against each server in turn, 3 rounds: texts/s, p50/p99, texts
+   per pass; aiohttp client, as the levels.
 
 With --poison, --big or --long alone, the throughput levels (1-2) run only when
 --concurrency is given.
@@ -704,10 +706,13 @@ def long_texts(texts: list[str]) -> dict[str, str]:
     }
 
 
-def run_long(bundle: Path, texts: list[str], clients: int, baseline_s: float) -> dict[str, Any]:
+def run_long(
+    bundle: Path, texts: list[str], clients: int, baseline_s: float, throughput: int
+) -> dict[str, Any]:
     """Both servers of LONG_SERVERS started side by side and measured one after the other:
     for each long text, ``clients`` clients alone for ``baseline_s``, then while the
-    long text is answered."""
+    long text is answered; then what the token cap costs short texts: ``throughput``
+    requests at concurrency 32 against each server in turn, 3 rounds."""
     small = [t for t in texts if len(t) <= 1000]
     servers = []
     try:
@@ -723,6 +728,11 @@ def run_long(bundle: Path, texts: list[str], clients: int, baseline_s: float) ->
                 r["ratio_p50"] = r["p50_during_ms"] / r["p50_baseline_ms"]
                 runs[name]["texts"][kind] = r
                 print(f"  long {kind} text against {name}: done", flush=True)
+        for _ in range(3 if throughput else 0):
+            for (name, _), server in zip(LONG_SERVERS, servers, strict=True):
+                level = asyncio.run(load_level(server.url, small, 32, throughput, 1))
+                runs[name].setdefault("throughput", []).append(level)
+        print("  throughput at concurrency 32: done", flush=True)
     finally:
         for server in servers:
             server.stop()
@@ -755,6 +765,22 @@ def print_long(long: dict[str, Any]) -> None:
                 f"{r['p50_during_ms']:10.1f} {r['p99_during_ms']:10.1f} {r['small_during']:5d} "
                 f"{r['ratio_p99']:8.2f}x {r['small_failed']:6d}"
             )
+    levels = {n: v["throughput"] for n, v in long["servers"].items() if "throughput" in v}
+    if levels:
+        print("\nshort texts only, concurrency 32, 3 rounds alternating (median):")
+        medians = {}
+        for name, rounds in levels.items():
+            rates = sorted(r["texts_per_s"] for r in rounds)
+            mid = next(r for r in rounds if r["texts_per_s"] == rates[1])
+            medians[name] = rates[1]
+            print(
+                f"{name:<12s} {rates[1]:7.1f} texts/s (rounds "
+                f"{', '.join(f'{r:.1f}' for r in rates)}), p50 {mid['p50_ms']:.1f} ms, "
+                f"p99 {mid['p99_ms']:.1f} ms, {mid['mean_texts_per_pass']:.1f} texts a pass, "
+                f"{sum(r['failures'] for r in rounds)} failed"
+            )
+        a, b = medians.values()
+        print(f"throughput with the token cap / without: {a / b:.2f}x")
     first = next(iter(long["servers"]))
     for kind, r in long["servers"][first]["texts"].items():
         verdict = "met" if r["ratio_p99"] <= 3 else "MISSED"
@@ -798,6 +824,12 @@ def main() -> None:
     ap.add_argument("--long-clients", type=int, default=3, help="--long: clients")
     ap.add_argument(
         "--long-baseline", type=float, default=20.0, help="--long: seconds alone before each"
+    )
+    ap.add_argument(
+        "--long-throughput",
+        type=int,
+        default=300,
+        help="--long: requests a round at concurrency 32, short texts only (0: none)",
     )
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs per level")
     ap.add_argument("--json", help="also write the results to this file")
@@ -964,7 +996,9 @@ def main() -> None:
             if args.long_bundle
             else speed_bundle("minilm", train, HEADS, cache)
         )
-        results["long"] = run_long(folder, texts, args.long_clients, args.long_baseline)
+        results["long"] = run_long(
+            folder, texts, args.long_clients, args.long_baseline, args.long_throughput
+        )
         print_long(results["long"])
     write_json(args.json, results)
 
