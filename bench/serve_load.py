@@ -54,7 +54,22 @@ trunk_speed.py), with the `minilm` bundle of 5 heads exported to int8 ONNX
    largest pass (from the /metrics histogram), and the ratio of the small
    p99 during the big request, (b) over (a) (aiohttp client, as the levels).
 
-With --poison or --big alone, the throughput levels (1-2) run only when
+6. with --long: on the `minilm` bundle (torch; --long-bundle picks another, an
+   exported one say), two servers side by side, (a) default settings (a pass holds
+   at most --max-pass-tokens 512 tokens, a longer text is read over several passes,
+   a few windows each, other requests answered between them) and (b)
+   `--max-pass-tokens 1000000000` (a text in one pass, as before passes were capped in
+   tokens). For each in turn, while the other sits idle, and for each of two texts of
+   100,000 characters (English words; other scripts, ~1 token a character):
+   --long-clients (3) clients loop on one held-out text each (those of at most 1,000
+   characters) for --long-baseline seconds (20; alone), then again while the long
+   text is answered: their p50/p99 alone and during, the ratio of the p99s, the long
+   text's time, its steps and the largest pass's work in tokens (from /metrics);
+   then what the token cap costs short texts: --long-throughput (300) requests at
+   concurrency 32 against each server in turn, 3 rounds: texts/s, p50/p99, texts
+   per pass; aiohttp client, as the levels.
+
+With --poison, --big or --long alone, the throughput levels (1-2) run only when
 --concurrency is given.
 
 Client and server share the machine's CPUs (2 here): the client's own work is
@@ -535,11 +550,12 @@ def big_texts(texts: list[str], n: int = BIG_TEXTS, chars: int = BIG_CHARS) -> l
     return out
 
 
-def largest_pass(before: str, after: str) -> str:
-    """The smallest ``manyheads_batch_texts`` bucket holding every pass between two scrapes."""
+def largest_pass(before: str, after: str, histogram: str = "manyheads_batch_texts") -> str:
+    """The smallest bucket of ``histogram`` (texts per pass by default) holding every pass
+    between two scrapes."""
 
     def buckets(text: str) -> dict[str, float]:
-        prefix = 'manyheads_batch_texts_bucket{le="'
+        prefix = histogram + '_bucket{le="'
         return {
             line[len(prefix) :].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
@@ -626,6 +642,9 @@ async def big_window(
         "p50_baseline_ms": percentile(base, 50) * 1000,
         "p99_baseline_ms": percentile(base, 99) * 1000,
         "largest_pass": largest_pass(before, after),
+        "largest_pass_work": largest_pass(before, after, "manyheads_batch_work"),
+        "steps": metric(after, "manyheads_text_steps_total")
+        - metric(before, "manyheads_text_steps_total"),
     }
 
 
@@ -671,6 +690,107 @@ def print_big(big: dict[str, Any]) -> None:
     print(f"big: small-request p99 while the big one runs, {b} / {a}: {big['p99_ratio']:.1f}x")
 
 
+LONG_CHARS = 100_000
+LONG_SERVERS = [
+    ("a: default", ()),
+    ("b: one pass", ("--max-pass-tokens", "1000000000")),
+]
+
+
+def long_texts(texts: list[str]) -> dict[str, str]:
+    """One text of LONG_CHARS characters of each kind: English (the held-out texts' words,
+    shuffled; ~4.3 characters a token) and other scripts (~1 character a token)."""
+    return {
+        "english": big_texts(texts, n=1, chars=LONG_CHARS)[0],
+        "other scripts": other_scripts_text(LONG_CHARS),
+    }
+
+
+def run_long(
+    bundle: Path, texts: list[str], clients: int, baseline_s: float, throughput: int
+) -> dict[str, Any]:
+    """Both servers of LONG_SERVERS started side by side and measured one after the other:
+    for each long text, ``clients`` clients alone for ``baseline_s``, then while the
+    long text is answered; then what the token cap costs short texts: ``throughput``
+    requests at concurrency 32 against each server in turn, 3 rounds."""
+    small = [t for t in texts if len(t) <= 1000]
+    servers = []
+    try:
+        for _, options in LONG_SERVERS:
+            servers.append(ServerProcess(bundle, *options))
+        runs: dict[str, dict[str, Any]] = {}
+        for (name, options), server in zip(LONG_SERVERS, servers, strict=True):
+            runs[name] = {"options": " ".join(options) or "(defaults)", "texts": {}}
+            for kind, text in long_texts(texts).items():
+                body = json.dumps({"texts": [text]}).encode()
+                r = asyncio.run(big_window(server.url, small, body, baseline_s, clients))
+                r["ratio_p99"] = r["p99_during_ms"] / r["p99_baseline_ms"]
+                r["ratio_p50"] = r["p50_during_ms"] / r["p50_baseline_ms"]
+                runs[name]["texts"][kind] = r
+                print(f"  long {kind} text against {name}: done", flush=True)
+        for _ in range(3 if throughput else 0):
+            for (name, _), server in zip(LONG_SERVERS, servers, strict=True):
+                level = asyncio.run(load_level(server.url, small, 32, throughput, 1))
+                runs[name].setdefault("throughput", []).append(level)
+        print("  throughput at concurrency 32: done", flush=True)
+    finally:
+        for server in servers:
+            server.stop()
+    return {
+        "bundle": bundle.name,
+        "clients": clients,
+        "baseline_s": baseline_s,
+        "small_texts": len(small),
+        "servers": runs,
+    }
+
+
+def print_long(long: dict[str, Any]) -> None:
+    print(
+        f"\nlong: one text of {LONG_CHARS:,} characters among {long['clients']} clients of one "
+        f"held-out text each (<= 1,000 chars), bundle {long['bundle']}; baseline "
+        f"{long['baseline_s']:g} s alone just before each"
+    )
+    print(
+        f"{'server':<12s} {'long text':<14s} {'long s':>7s} {'status':>6s} {'steps':>6s} "
+        f"{'pass work':>10s} {'alone p50':>9s} {'alone p99':>9s} {'n':>5s} {'during p50':>10s} "
+        f"{'during p99':>10s} {'n':>5s} {'p99 ratio':>9s} {'failed':>6s}"
+    )
+    for name, server in long["servers"].items():
+        for kind, r in server["texts"].items():
+            print(
+                f"{name:<12s} {kind:<14s} {r['big_seconds']:7.1f} {r['big_status']:6d} "
+                f"{r['steps']:6.0f} {r['largest_pass_work']:>10s} {r['p50_baseline_ms']:9.1f} "
+                f"{r['p99_baseline_ms']:9.1f} {r['baseline_requests']:5d} "
+                f"{r['p50_during_ms']:10.1f} {r['p99_during_ms']:10.1f} {r['small_during']:5d} "
+                f"{r['ratio_p99']:8.2f}x {r['small_failed']:6d}"
+            )
+    levels = {n: v["throughput"] for n, v in long["servers"].items() if "throughput" in v}
+    if levels:
+        print("\nshort texts only, concurrency 32, 3 rounds alternating (median):")
+        medians = {}
+        for name, rounds in levels.items():
+            rates = sorted(r["texts_per_s"] for r in rounds)
+            mid = next(r for r in rounds if r["texts_per_s"] == rates[1])
+            medians[name] = rates[1]
+            print(
+                f"{name:<12s} {rates[1]:7.1f} texts/s (rounds "
+                f"{', '.join(f'{r:.1f}' for r in rates)}), p50 {mid['p50_ms']:.1f} ms, "
+                f"p99 {mid['p99_ms']:.1f} ms, {mid['mean_texts_per_pass']:.1f} texts a pass, "
+                f"{sum(r['failures'] for r in rounds)} failed"
+            )
+        a, b = medians.values()
+        print(f"throughput with the token cap / without: {a / b:.2f}x")
+    first = next(iter(long["servers"]))
+    for kind, r in long["servers"][first]["texts"].items():
+        verdict = "met" if r["ratio_p99"] <= 3 else "MISSED"
+        print(
+            f"long ({first}, {kind}): other clients' p99 {r['p99_during_ms']:.1f} ms during "
+            f"vs {r['p99_baseline_ms']:.1f} ms alone = {r['ratio_p99']:.2f}x (bar <= 3x: "
+            f"{verdict})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rows", type=int, default=5000, help="English Debian rows (grouped split)")
@@ -684,6 +804,7 @@ def main() -> None:
     ap.add_argument("--per-request", type=int, default=1, help="texts per request")
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--max-wait-ms", type=float, default=10.0)
+    ap.add_argument("--max-pass-tokens", type=int, help="the levels' server's (default: its own)")
     ap.add_argument("--soak", type=int, default=0, help="soak requests (0: no soak)")
     ap.add_argument(
         "--soak-bundle", help="bundle for the soak (default: the 5 heads on the hashing trunk)"
@@ -694,6 +815,22 @@ def main() -> None:
     )
     ap.add_argument("--poison-bundle", help="also run the poison run against this bundle")
     ap.add_argument("--big", action="store_true", help="small-request latency beside a big one")
+    ap.add_argument(
+        "--long",
+        action="store_true",
+        help="clients' latency alone and beside one 100,000-character text (MiniLM bundle)",
+    )
+    ap.add_argument("--long-bundle", help="bundle for --long (default: the minilm bundle)")
+    ap.add_argument("--long-clients", type=int, default=3, help="--long: clients")
+    ap.add_argument(
+        "--long-baseline", type=float, default=20.0, help="--long: seconds alone before each"
+    )
+    ap.add_argument(
+        "--long-throughput",
+        type=int,
+        default=300,
+        help="--long: requests a round at concurrency 32, short texts only (0: none)",
+    )
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs per level")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
@@ -726,7 +863,7 @@ def main() -> None:
 
     import numpy as np
 
-    others = args.poison or args.big
+    others = args.poison or args.big or args.long
     concurrency = args.concurrency if args.concurrency is not None or others else "1,8,32,128"
     levels = [int(c) for c in (concurrency or "").split(",") if c]
     if levels:
@@ -736,12 +873,16 @@ def main() -> None:
         results["bundle"] = bundle.name
         local = Bundle.load(bundle, cache=None)
         local.predict(texts[:64])
+        tokens = (
+            () if args.max_pass_tokens is None else ("--max-pass-tokens", str(args.max_pass_tokens))
+        )
         server = ServerProcess(
             bundle,
             "--max-batch",
             str(args.max_batch),
             "--max-wait-ms",
             str(args.max_wait_ms),
+            *tokens,
         )
         out = []
         try:
@@ -848,6 +989,17 @@ def main() -> None:
     if args.big:
         results["big"] = run_big(side_bundle(), texts)
         print_big(results["big"])
+
+    if args.long:
+        folder = (
+            Path(args.long_bundle)
+            if args.long_bundle
+            else speed_bundle("minilm", train, HEADS, cache)
+        )
+        results["long"] = run_long(
+            folder, texts, args.long_clients, args.long_baseline, args.long_throughput
+        )
+        print_long(results["long"])
     write_json(args.json, results)
 
 

@@ -101,6 +101,20 @@ class CountingTrunk:
         return np.asarray(self.inner.encode(texts, **kwargs))
 
 
+def assert_same_answers(got: list[dict[str, Any]], want: list[dict[str, Any]], atol: float) -> None:
+    """Answers in ``Bundle.predict``'s shape (or parsed from JSON): the same heads, labels
+    and score keys, every score within ``atol``."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.keys() == w.keys()
+        for name, answer in w.items():
+            assert g[name].get("label") == answer.get("label"), name
+            assert g[name].get("labels") == answer.get("labels"), name
+            assert g[name]["scores"].keys() == answer["scores"].keys(), name
+            for label, score in answer["scores"].items():
+                assert g[name]["scores"][label] == pytest.approx(score, abs=atol), (name, label)
+
+
 @pytest.fixture
 def counting_trunk() -> CountingTrunk:
     return CountingTrunk(HashingTrunk(dim=256))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import assert_same_answers
 
 import manyheads
 from manyheads import (
@@ -444,3 +445,54 @@ def test_a_string_and_a_number_that_read_the_same_are_refused():
     ):
         b.fit_head("m", texts, [["a", "1"], ["b"], [1], []] * 2, kind="multilabel")
     b.fit_head("ok", texts, [1, 2, 3, 4] * 2)  # one type: fine
+
+
+# -- a predict call a step at a time -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def windowed(tiny_st_dir: Path, debian_rows) -> Bundle:
+    """Three heads on the tiny transformer (16-token windows)."""
+    rows = debian_rows[:150]
+    texts = [r["text"] for r in rows]
+    b = Bundle(trunk=str(tiny_st_dir), cache=None)
+    b.fit_head("section", texts, [r["section"] for r in rows])
+    b.fit_head("library", texts, [r["library"] for r in rows], kind="binary")
+    b.fit_head("role", texts, [r["role"] for r in rows], kind="multilabel")
+    return b
+
+
+def _answer_in_steps(steps, budget: int) -> tuple[list[dict], int]:
+    n = 0
+    while not steps.done:
+        steps.step(budget)
+        n += 1
+    return steps.answers(), n
+
+
+def test_predict_steps_answers_as_predict_a_few_windows_at_a_time(windowed, debian_test_rows):
+    long = " ".join(r["text"] for r in debian_test_rows[:12])
+    texts = [long, "", "Python 3 library for parsing XML documents", "  "]
+    steps = windowed.predict_steps(texts)
+    assert steps.divisible and steps.left == sum(windowed.trunk.work(texts[::2]))
+    got, n = _answer_in_steps(steps, 32)
+    assert n > 20 and steps.left == 0
+    assert_same_answers(got, windowed.predict(texts), atol=1e-6)
+    assert got[1] == got[3] == windowed.predict([""])[0]  # blank: no label
+    # pieces of max_chars, their probabilities averaged, as predict averages them
+    got, _ = _answer_in_steps(windowed.predict_steps([long], ["role"], max_chars=500), 64)
+    assert_same_answers(got, windowed.predict([long], ["role"], max_chars=500), atol=1e-6)
+    got, _ = _answer_in_steps(windowed.predict_steps(texts[:1], scores="top"), 10**6)
+    assert_same_answers(got, windowed.predict(texts[:1], scores="top"), atol=1e-6)
+
+
+def test_predict_steps_of_a_trunk_that_reads_whole_texts_is_one_step(trained: Bundle):
+    steps = trained.predict_steps([*TEXTS, ""])
+    assert not steps.divisible
+    with pytest.raises(manyheads.ManyheadsError, match="the answers are not ready"):
+        steps.answers()
+    got, n = _answer_in_steps(steps, 1)
+    assert n == 1 and got == trained.predict([*TEXTS, ""])
+    assert trained.predict_steps([""]).divisible is False
+    with pytest.raises(UnknownHeadError, match="unknown head 'nope'"):
+        trained.predict_steps(TEXTS, ["nope"])

@@ -113,3 +113,27 @@ def test_bundle_fits_composite_trunk_once_and_saves_its_state(
     loaded = Bundle.load(tmp_path / "b", cache=None)
     assert loaded.predict(texts[:5]) == b.predict(texts[:5])
     assert loaded.trunk.fingerprint == fp
+
+
+def test_a_composite_with_a_transformer_part_answers_a_step_at_a_time(
+    tiny_st_dir: Path, debian_rows
+):
+    """Its steps are the transformer part's windows (the tf-idf part, cheap per
+    character, costs nothing beside them); the answers are predict's."""
+    rows = debian_rows[:60]
+    b = Bundle(trunk=f"{tiny_st_dir}+tfidf", cache=None)
+    b.fit_head("section", [r["text"] for r in rows], [r["section"] for r in rows])
+    long = " ".join(r["text"] for r in rows[:8])
+    assert b.trunk.work_unit == "tokens"
+    assert b.trunk.work([long]) == b.trunk.parts[0].work([long])
+    steps = b.predict_steps([long, "fonts for the web"])
+    n = 0
+    while not steps.done:
+        steps.step(64)  # four windows a step
+        n += 1
+    assert steps.divisible and n > 20
+    got, want = steps.answers(), b.predict([long, "fonts for the web"])
+    assert [g["section"]["label"] for g in got] == [w["section"]["label"] for w in want]
+    for g, w in zip(got, want, strict=True):
+        for label, score in w["section"]["scores"].items():
+            assert g["section"]["scores"][label] == pytest.approx(score, abs=1e-6)

@@ -10,7 +10,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import in_forked_child
+from conftest import assert_same_answers, in_forked_child
 
 from manyheads import (
     Bundle,
@@ -515,6 +515,38 @@ def test_a_float_graph_runs_batches_and_texts_alike(trained):
         ConfigError, match="ONNX trunk spread must be one of auto, batches, texts, got 'batch'"
     ):
         b.predict(texts[:1])
+
+
+def test_a_float_graph_reads_a_long_text_a_few_windows_at_a_time(trained, tmp_path):
+    """Each window a row of the graph, averaged outside it: the vectors and answers of a
+    whole call. An int8 graph reads a text in one call (its quantisation scales a
+    call's activations together), so in one step."""
+    source, root = trained
+    exported = Bundle.load(root / "exported", cache=None)
+    trunk = exported.trunk
+    texts = [LONG, "python bindings for the xml parser", LONG[::-1]]
+    assert trunk.work_unit == "tokens" and trunk.work(texts) == source.trunk.work(texts)
+    encoding = trunk.encoding(texts)
+    assert encoding.divisible
+    n = 0
+    while not encoding.done:
+        assert encoding.step(32) <= 32
+        n += 1
+    assert n > 10
+    np.testing.assert_allclose(encoding.result(), trunk.encode(texts), atol=1e-5)
+    steps = exported.predict_steps(texts)
+    while not steps.done:
+        steps.step(32)
+    # the heads apply here, not in the graph: within the export's parity tolerance
+    assert_same_answers(steps.answers(), exported.predict(texts), atol=1e-4)
+
+    export_bundle(source, tmp_path / "q", int8=True, recheck=False)
+    q = Bundle.load(tmp_path / "q", cache=None)
+    assert not q.trunk.encoding([LONG]).divisible
+    steps = q.predict_steps([LONG])
+    assert not steps.divisible
+    steps.step(32)
+    assert steps.done and steps.answers() == q.predict([LONG])
 
 
 def test_a_forked_child_runs_texts_side_by_side_with_threads_of_its_own(trained):

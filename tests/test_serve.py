@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from conftest import assert_same_answers, free_port
 
 from manyheads import Bundle
 
@@ -172,6 +172,39 @@ def test_a_body_over_the_limit_is_read_then_refused(keyed):
     assert httpx.get(srv.url + "/healthz").status_code == 200
 
 
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize("levels", [64, 5000])
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/predict", '{{"texts": {}}}'),
+        ("POST", "/v1/heads/deep/train", '{{"texts": ["a", "b"], "labels": {}}}'),
+        ("PUT", "/v1/heads/deep", '{{"record": {{"labels": {}}}, "tensors": ""}}'),
+    ],
+)
+def test_a_body_nested_too_deep_is_a_400(keyed, method, path, body, levels):
+    """Deeper than the limit (64 levels with the outer object: 65) or than the JSON
+    parser goes (5,000): a 400 with one line, never a 500."""
+    srv, _, _ = keyed
+    content = body.format(_nested(levels))
+    res = httpx.request(method, srv.url + path, content=content, headers=_auth(), timeout=30)
+    assert res.status_code == 400, res.text
+    error = res.json()["error"]
+    assert error["code"] == "too_deep"
+    assert error["message"] == "the request body nests arrays and objects more than 64 levels deep"
+    assert httpx.get(srv.url + "/healthz").status_code == 200
+
+
+def test_a_body_nested_to_the_limit_is_judged_as_usual(keyed):
+    srv, _, _ = keyed
+    content = '{"texts": ' + _nested(63) + "}"  # 64 levels with the outer object
+    res = httpx.post(srv.url + "/v1/predict", content=content, headers=_auth(), timeout=30)
+    assert res.status_code == 422 and res.json()["error"]["code"] == "bad_texts", res.text
+
+
 def test_unknown_routes_and_methods_answer_json(server):
     url, _ = server
     res = httpx.get(url + "/v1/nope")
@@ -235,6 +268,8 @@ def test_serve_refuses_a_missing_bundle(tmp_path: Path, capsys):
         (["--max-texts", "0"], "--max-texts must be a positive integer, got 0"),
         (["--long-texts", "cut"], "--long-texts must be one of refuse, window, got 'cut'"),
         (["--max-body-mb", "0"], "--max-body-mb must be > 0"),
+        (["--max-pass-chars", "0"], "--max-pass-chars must be a positive integer, got 0"),
+        (["--max-pass-tokens", "-5"], "--max-pass-tokens must be a positive integer, got -5"),
     ],
 )
 def test_serve_refuses_bad_options(tmp_path: Path, capsys, options, message):
@@ -629,6 +664,20 @@ def test_metrics_count_requests_batches_and_labels(keyed):
     assert 'manyheads_predicted_labels_total{head="library"' in metrics
 
 
+def test_metrics_count_the_schema_and_docs_under_their_own_routes(server):
+    url, _ = server
+    for page in ("/docs", "/openapi.json"):
+        assert httpx.get(url + page).status_code == 200
+    httpx.get(url + "/no/such/page")
+    metrics = httpx.get(url + "/metrics").text
+    for page in ("/docs", "/openapi.json"):
+        assert _metric(
+            metrics, f'manyheads_requests_total{{method="GET",route="{page}",status="200"}}'
+        )
+    assert 'route="(unmatched)",status="404"' in metrics
+    assert 'route="(unmatched)",status="200"' not in metrics
+
+
 def _metric(text: str, name: str) -> float:
     """The value of the sample ``name`` (with its labels, if given) in Prometheus text."""
     for line in text.splitlines():
@@ -696,6 +745,143 @@ def test_micro_batcher_hands_a_failed_pass_to_its_callers_only():
             await batcher.stop()
 
     asyncio.run(main())
+
+
+def test_micro_batcher_caps_a_pass_in_trunk_work_and_characters():
+    import asyncio
+
+    from manyheads.serve import MicroBatcher
+
+    passes: list[list[str]] = []
+
+    def predict(texts: list[str]) -> list[dict]:
+        passes.append(list(texts))
+        return [{"h": {"label": t}} for t in texts]
+
+    def words(texts: list[str]) -> list[int]:
+        return [len(t.split()) for t in texts]
+
+    async def main() -> list[list[dict]]:
+        batcher = MicroBatcher(
+            predict, measure=words, max_wait_ms=0, max_pass_chars=40, max_pass_work=10
+        )
+        batcher.start()
+        try:
+            calls = [[f"w{i} " * 4] for i in range(6)] + [["a b", "c d"], ["x" * 30, "y"]]
+            return await asyncio.gather(*(batcher.submit(c) for c in calls))
+        finally:
+            await batcher.stop()
+
+    got = asyncio.run(main())
+    assert [a["h"]["label"] for a in got[-1]] == ["x" * 30, "y"]
+    assert [r[0]["h"]["label"] for r in got[:6]] == [f"w{i} " * 4 for i in range(6)]
+    for texts in passes:  # at most 10 words and 40 characters a pass
+        assert sum(words(texts)) <= 10 and sum(map(len, texts)) <= 40, texts
+    assert len(passes) >= 4
+
+
+def test_micro_batcher_serves_other_requests_between_the_steps_of_a_long_text():
+    import asyncio
+
+    from manyheads.serve import MicroBatcher
+
+    log: list[object] = []
+    first_step, go_on = threading.Event(), threading.Event()
+
+    class Steps:
+        divisible = True
+
+        def __init__(self, text: str) -> None:
+            self.text, self.left = text, 3
+
+        @property
+        def done(self) -> bool:
+            return self.left == 0
+
+        def step(self, budget: int) -> int:
+            log.append(("step", budget))
+            if not first_step.is_set():
+                first_step.set()
+                go_on.wait(10)  # the others come while the first step runs
+            self.left -= 1
+            return budget
+
+        def answers(self) -> list[dict]:
+            return [{"h": {"label": f"long {len(self.text)}"}}]
+
+    def predict(texts: list[str]) -> list[dict]:
+        log.append(list(texts))
+        return [{"h": {"label": t}} for t in texts]
+
+    async def main() -> list[list[dict]]:
+        batcher = MicroBatcher(
+            predict, start=Steps, max_wait_ms=0, max_pass_chars=10**6, max_pass_work=100
+        )
+        batcher.start()
+        try:
+            long = asyncio.create_task(batcher.submit(["a", "L" * 500, "b"]))
+            while not first_step.is_set():
+                await asyncio.sleep(0.001)
+            small = [asyncio.create_task(batcher.submit([f"s{i}"])) for i in range(3)]
+            while batcher.depth < 3:
+                await asyncio.sleep(0.001)
+            go_on.set()
+            return await asyncio.wait_for(asyncio.gather(long, *small), timeout=10)
+        finally:
+            await batcher.stop()
+
+    long, *small = asyncio.run(main())
+    assert [a["h"]["label"] for a in long] == ["a", "long 500", "b"]
+    assert [s[0]["h"]["label"] for s in small] == ["s0", "s1", "s2"]
+    # the text over the cap (500 > 100) in steps of at most 100, each a pass of its
+    # own; the requests that came during its first step answered before its second
+    assert log == [["a"], ("step", 100), ["s0", "s1", "s2"], ("step", 100), ("step", 100), ["b"]]
+
+
+@pytest.fixture(scope="module")
+def long_served(tmp_path_factory, tiny_st_dir, debian_rows, start_server):
+    """A bundle on the tiny transformer (16-token windows), served with passes of at most
+    16 tokens: one window."""
+    folder = tmp_path_factory.mktemp("long") / "b"
+    rows = debian_rows[:150]
+    texts = [r["text"] for r in rows]
+    bundle = Bundle(trunk=str(tiny_st_dir), cache=None)
+    bundle.fit_head("section", texts, [r["section"] for r in rows])
+    bundle.fit_head("role", texts, [r["role"] for r in rows], kind="multilabel")
+    bundle.save(folder)
+    return start_server(folder, "--max-pass-tokens", "16"), bundle
+
+
+def test_a_long_text_is_read_over_many_passes_while_others_are_answered(
+    long_served, debian_test_rows
+):
+    srv, bundle = long_served
+    long = " ".join(r["text"] for r in debian_test_rows)[:20_000]
+    short = [r["text"][:60] for r in debian_test_rows[:5]]
+    tokens = bundle.trunk.work([long])[0]
+    url = srv.url + "/v1/predict"
+    with httpx.Client(timeout=300) as client, ThreadPoolExecutor(1) as pool:
+        before = _metric(client.get(srv.url + "/metrics").text, "manyheads_text_steps_total")
+        pending = pool.submit(client.post, url, json={"texts": [long]})
+        while (
+            _metric(client.get(srv.url + "/metrics").text, "manyheads_text_steps_total") == before
+        ):
+            time.sleep(0.005)  # its first step has begun
+        meanwhile = []
+        for text in short:
+            res = client.post(url, json={"texts": [text]})
+            assert res.status_code == 200, res.text
+            assert_same_answers(res.json()["results"], bundle.predict([text]), atol=1e-5)
+            meanwhile.append(not pending.done())
+        res = pending.result()
+        metrics = client.get(srv.url + "/metrics").text
+    assert res.status_code == 200, res.text
+    assert meanwhile == [True] * len(short)  # answered while the long text was read
+    assert_same_answers(res.json()["results"], bundle.predict([long]), atol=1e-5)
+    assert _metric(metrics, "manyheads_text_steps_total") - before >= tokens / 16 > 300
+    # no pass held more than 16 tokens
+    count = _metric(metrics, "manyheads_batch_work_count")
+    assert _metric(metrics, 'manyheads_batch_work_bucket{le="16.0"}') == count
 
 
 def test_writes_to_the_builtin_bundle_are_refused(start_server, tmp_path):

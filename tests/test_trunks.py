@@ -109,6 +109,68 @@ def test_long_texts_are_windowed_not_cut(tiny_st_dir: Path):
     assert not np.allclose(va, vb, atol=1e-3)
 
 
+def _read_in_steps(encoding, budget: int) -> list[int]:
+    """Every step of ``encoding`` at ``budget``: the work each did."""
+    done = []
+    while not encoding.done:
+        done.append(encoding.step(budget))
+    return done
+
+
+def test_texts_read_a_few_windows_at_a_time_get_the_vectors_of_encode(tiny_st_dir: Path):
+    trunk = TransformerTrunk(tiny_st_dir)  # 16-token windows
+    long = "python library for xml data " * 2 + "fonts images audio video " * 40
+    texts = [long, "a short text", "kernel driver network server " * 30, ""]
+    assert trunk.work_unit == "tokens"
+    work = trunk.work(texts)
+    windows, owners, _ = trunk._windows(texts)
+    assert work == [
+        sum(len(w) for w, o in zip(windows, owners, strict=True) if o == i) for i in range(4)
+    ]
+    encoding = trunk.encoding(texts)
+    assert encoding.divisible and encoding.work == encoding.left == sum(work)
+    steps = _read_in_steps(encoding, 40)  # two 16-token windows a step
+    assert len(steps) > 10 and max(steps) <= 40
+    assert sum(steps) == encoding.work and encoding.left == 0
+    np.testing.assert_allclose(encoding.result(), trunk.encode(texts), atol=1e-6)
+    one = trunk.encoding(["a short text"])  # one window: one step
+    assert not one.divisible and len(_read_in_steps(one, 1)) == 1
+
+
+def test_a_plain_trunk_reads_a_batch_in_one_step_and_a_composite_its_parts_in_turn(
+    tiny_st_dir: Path,
+):
+    from manyheads.trunks import CompositeTrunk
+
+    long = "fonts images audio video " * 40
+    texts = [long, "a python library"]
+    hashing = HashingTrunk(dim=64)
+    assert hashing.work_unit == "characters" and hashing.work(texts) == [len(long), 16]
+    encoding = hashing.encoding(texts)
+    assert not encoding.divisible
+    assert _read_in_steps(encoding, 10) == [len(long) + 16]
+    np.testing.assert_array_equal(encoding.result().toarray(), hashing.encode(texts))
+
+    transformer = TransformerTrunk(tiny_st_dir)
+    both = CompositeTrunk([hashing, transformer], [1.0, 2.0])
+    assert both.work_unit == "tokens" and both.work(texts) == transformer.work(texts)
+    encoding = both.encoding(texts)
+    assert encoding.divisible and len(_read_in_steps(encoding, 16)) > 10
+    want = both.encode_features(texts).toarray()
+    np.testing.assert_allclose(encoding.result().toarray(), want, atol=1e-6)
+    cheap = CompositeTrunk([hashing, HashingTrunk(dim=32)])
+    assert cheap.work(texts) == [len(long), 16] and not cheap.encoding(texts).divisible
+
+
+def test_an_encoding_not_done_has_no_vectors(tiny_st_dir: Path):
+    encoding = TransformerTrunk(tiny_st_dir).encoding(["fonts images audio video " * 10])
+    encoding.step(16)
+    with pytest.raises(ManyheadsError, match=r"the encoding is not done: \d+ of \d+ work left"):
+        encoding.result()
+    with pytest.raises(ManyheadsError, match="the encoding is not done: 16 of 16 work left"):
+        HashingTrunk(dim=8).encoding(["x" * 16]).result()
+
+
 def test_transformer_fingerprint_changes_with_weights(tiny_model_copy: Path):
     from safetensors.numpy import load_file, save_file
 

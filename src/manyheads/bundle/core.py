@@ -31,7 +31,6 @@ from ..cache import EmbeddingCache
 from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHeadError, require
 from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
 from ..heads.decode import check_scores
-from ..heads.kinds import SET_KINDS
 from ..heads.record import HeadLimits, check_info, check_label_values
 from ..trunks import (
     Features,
@@ -47,9 +46,10 @@ from .format import (
     data_hash,
     record_and_info,
 )
-from .pieces import check_max_chars, split_text
+from .pieces import mean_of_pieces, pieces_of
 from .recheck import trunk_probabilities
 from .state import HeadSet, Record
+from .steps import PredictSteps, predict_steps, with_blanks
 from .store import (
     DATA_DIR,
 )
@@ -64,14 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["Bundle"]
 
 _DEFAULT = "default"
-
-
-def _blank_answer(kind: str, scores: str) -> dict[str, Any]:
-    """What a head answers for an empty text: no label (see ``Bundle.predict``)."""
-    answer: dict[str, Any] = {"labels": []} if kind in SET_KINDS else {"label": None, "score": None}
-    if scores != "none":
-        answer["scores"] = {}
-    return answer
 
 
 class Bundle(BundleFolder):
@@ -475,23 +467,35 @@ class Bundle(BundleFolder):
         names = self.resolve_heads(heads)
         check_scores(scores)
         texts = check_texts(texts)
-        if not texts:
-            return []
-        blank = [not t.strip() for t in texts]
-        if any(blank):
-            filled = [t for t, b in zip(texts, blank, strict=True) if not b]
-            answered = iter(
-                self._predict_state(state, filled, names, use_cache, max_chars, scores)
-                if filled
-                else []
-            )
-            assert state.fused is not None
-            kinds = {n: state.fused.specs[n].kind for n in names}
-            return [
-                {n: _blank_answer(kinds[n], scores) for n in names} if b else next(answered)
-                for b in blank
-            ]
-        return self._predict_state(state, texts, names, use_cache, max_chars, scores)
+        assert state.fused is not None
+
+        def answer(filled: list[str]) -> list[dict[str, Any]]:
+            return self._predict_state(state, filled, names, use_cache, max_chars, scores)
+
+        return with_blanks(state.fused, texts, names, scores, answer)
+
+    def predict_steps(
+        self,
+        texts: Sequence[str],
+        heads: Sequence[str] | str | None = None,
+        *,
+        max_chars: int | None = None,
+        scores: str = "all",
+    ) -> PredictSteps:
+        """:meth:`predict`'s answers, the trunk's work done a step at a time (a caller
+        does other work between two): ``steps.step(budget)`` (trunk work, in
+        ``trunk.work_unit``) until ``steps.done``, then ``steps.answers()``. See
+        :func:`manyheads.bundle.steps.predict_steps`."""
+        state = self._state
+        names = self.resolve_heads(heads)
+        check_scores(scores)
+        texts = check_texts(texts)
+        self._check_trunk_fitted()
+
+        def whole(filled: list[str]) -> list[dict[str, Any]]:
+            return self._predict_state(state, filled, names, False, max_chars, scores)
+
+        return predict_steps(state, self.trunk, texts, names, max_chars, scores, whole=whole)
 
     def _predict_state(
         self,
@@ -503,23 +507,13 @@ class Bundle(BundleFolder):
         scores: str,
     ) -> list[dict[str, Any]]:
         assert state.fused is not None
-        if max_chars is None or all(len(t) <= check_max_chars(max_chars) for t in texts):
+        cut = pieces_of(texts, max_chars)
+        if cut is None:
             probs = self._probabilities(state, texts, names, use_cache)
             return state.fused.answers(probs, names, scores)
-        pieces: list[str] = []
-        owner: list[int] = []
-        for i, text in enumerate(texts):
-            parts = split_text(text, max_chars)
-            pieces.extend(parts)
-            owner.extend([i] * len(parts))
-        weight = np.array([len(p) for p in pieces], dtype=np.float64)
-        weight /= np.bincount(owner, weights=weight, minlength=len(texts))[owner]
-        probs = {}
-        for name, p in self._probabilities(state, pieces, names, use_cache).items():
-            mean = np.zeros((len(texts), p.shape[1]), dtype=np.float64)
-            np.add.at(mean, owner, p * weight[:, None])
-            probs[name] = mean.astype(np.float32)
-        return state.fused.answers(probs, names, scores)
+        pieces, owner, share = cut
+        probs = self._probabilities(state, pieces, names, use_cache)
+        return state.fused.answers(mean_of_pieces(probs, owner, share, len(texts)), names, scores)
 
     def predict_proba(
         self, texts: Sequence[str], heads: Sequence[str] | str | None = None

@@ -126,7 +126,12 @@ HELP: dict[str, str | None] = {
     "--max-body-mb": "Largest request body, in MB.",
     "--max-pass-chars": (
         "Most characters in one trunk pass: a bigger request is answered over several passes,"
-        " taking turns with the others."
+        " taking turns with the others; a longer text gets passes of its own."
+    ),
+    "--max-pass-tokens": (
+        "Most tokens in one trunk pass, for a trunk that reads token windows (a transformer,"
+        " an exported one): a text of more is read a few windows per pass, other requests"
+        " answered between them."
     ),
     "--max-label-chars": "Most characters in one label.",
     "--max-heads": "Most heads in the bundle.",

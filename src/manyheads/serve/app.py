@@ -1,10 +1,12 @@
 """The FastAPI app: every head of a bundle from one trunk pass, over HTTP.
 
 Concurrent ``/v1/predict`` requests are queued and merged into trunk passes
-(:class:`~manyheads.serve.batcher.MicroBatcher`: at most ``max_batch`` texts
-and ``max_pass_chars`` characters a pass, waiting at most ``max_wait_ms`` for
-more; a big request is answered over several passes, taking turns with the
-others; a failed pass is retried one request at a time); the pass runs in a
+(:class:`~manyheads.serve.batcher.MicroBatcher`: at most ``max_batch`` texts,
+``max_pass_chars`` characters and, on a trunk that reads token windows,
+``max_pass_tokens`` tokens a pass, waiting at most ``max_wait_ms`` for more; a big
+request is answered over several passes, taking turns with the others; a text over
+a cap is read a step per pass, ``Bundle.predict_steps``, the others' passes between
+its steps; a failed pass is retried one request at a time); the pass runs in a
 worker thread, off the event loop, and each caller gets its own rows back, in
 order. Texts that are not valid Unicode are refused before they are queued.
 
@@ -145,7 +147,19 @@ class _Observe:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = getattr(scope.get("route"), "path", None) or "(unmatched)"
             self.metrics.observe_request(
-                scope["method"], route, status, time.perf_counter() - start
+                scope["method"], _route_path(scope), status, time.perf_counter() - start
             )
+
+
+def _route_path(scope: Any) -> str:
+    """The path template of the route that answered (``/v1/heads/{name}``): FastAPI's own
+    routes name themselves in the scope; the schema and docs pages (plain Starlette
+    routes) are found by their endpoint; ``(unmatched)`` when no route matched."""
+    route = scope.get("route")
+    if route is None and "endpoint" in scope:
+        endpoint = scope["endpoint"]
+        app = scope.get("app")
+        routes = getattr(app, "routes", ())
+        route = next((r for r in routes if getattr(r, "endpoint", None) is endpoint), None)
+    return getattr(route, "path", None) or "(unmatched)"

@@ -25,6 +25,9 @@ class ServeConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     max_train_texts: int = 100_000
     max_pass_chars: int = 100_000  # characters in one trunk pass (one longer text: alone)
+    # tokens in one trunk pass, for a trunk that reads token windows (a transformer):
+    # a text of more is read over several passes, a few windows each
+    max_pass_tokens: int = 512
     max_labels: int = HeadLimits.max_labels  # labels of one head (PUT, train)
     max_label_chars: int = HeadLimits.max_label_chars  # characters of one label
     max_heads: int = HeadLimits.max_heads  # heads of the bundle
@@ -43,7 +46,7 @@ class ServeConfig:
         )
 
     def __post_init__(self) -> None:
-        check_batching(self.max_batch, self.max_wait_ms, self.max_pass_chars)
+        check_batching(self.max_batch, self.max_wait_ms, self.max_pass_chars, self.max_pass_tokens)
         HeadLimits(self.max_labels, self.max_label_chars, self.max_heads)  # checks the caps
         if not isinstance(self.body_timeout_s, int | float) or not self.body_timeout_s > 0:
             raise ConfigError(f"body_timeout_s must be > 0, got {self.body_timeout_s!r}")

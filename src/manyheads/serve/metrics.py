@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import require
+from .batcher import Pass
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+WORK_BUCKETS = tuple(2**k for k in range(4, 21))  # 16, 32, ... 1,048,576
 NO_LABEL = "(none)"  # a multilabel answer with no label
 
 
@@ -47,6 +49,17 @@ class ServiceMetrics:
         )
         self.batch_seconds = histogram(
             "manyheads_batch_seconds", "Time of one trunk pass with every head", LATENCY_BUCKETS
+        )
+        self.batch_work = histogram(
+            "manyheads_batch_work",
+            "Trunk work of one trunk pass: tokens for a trunk that reads token windows, "
+            "characters for others",
+            WORK_BUCKETS,
+        )
+        self.steps = prom.Counter(
+            "manyheads_text_steps",
+            "Trunk passes that read a step of one text too long to share a pass",
+            registry=r,
         )
         self.texts = prom.Counter("manyheads_texts", "Texts classified", registry=r)
         self.labels = prom.Counter(
@@ -85,11 +98,17 @@ class ServiceMetrics:
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
 
-    def observe_batch(self, n_requests: int, answers: list[dict[str, Any]], seconds: float) -> None:
-        """Called from the worker thread after each trunk pass."""
-        self.batch_texts.observe(len(answers))
-        self.batch_requests.observe(n_requests)
-        self.batch_seconds.observe(seconds)
+    def observe_pass(self, done: Pass) -> None:
+        """Called from the worker thread after each trunk pass (a long text's step too:
+        its answer counts with its last step)."""
+        answers = done.answers
+        if done.step:
+            self.steps.inc()
+        else:
+            self.batch_texts.observe(len(answers))
+            self.batch_requests.observe(done.requests)
+        self.batch_seconds.observe(done.seconds)
+        self.batch_work.observe(done.work)
         self.texts.inc(len(answers))
         counts: Counter[tuple[str, str]] = Counter()
         for answer in answers:

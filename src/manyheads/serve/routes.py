@@ -57,13 +57,35 @@ async def read_body(request: Request, limit: int, timeout: float = 30.0) -> byte
     return b"".join(chunks)
 
 
+MAX_DEPTH = 64  # levels of arrays and objects a request body may nest
+_TOO_DEEP = f"the request body nests arrays and objects more than {MAX_DEPTH} levels deep"
+
+
 def _parse_json(body: bytes) -> Any:
     try:
-        return json.loads(body.decode("utf-8"))
+        doc = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError:
         raise HTTPError(400, "bad_encoding", "the request body is not valid UTF-8") from None
     except json.JSONDecodeError as exc:
         raise HTTPError(400, "bad_json", f"the request body is not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the parser goes
+        raise HTTPError(400, "too_deep", _TOO_DEEP) from None
+    if _deeper_than(doc, MAX_DEPTH):
+        raise HTTPError(400, "too_deep", _TOO_DEEP)
+    return doc
+
+
+def _deeper_than(doc: Any, limit: int) -> bool:
+    """Whether ``doc`` (parsed JSON) nests arrays and objects more than ``limit`` levels
+    deep (walked without recursion)."""
+    stack = [(doc, 1)] if isinstance(doc, list | dict) else []
+    while stack:
+        node, depth = stack.pop()
+        values = node.values() if isinstance(node, dict) else node
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in values if isinstance(v, list | dict))
+    return False
 
 
 async def _parse(model: type[Any], body: bytes) -> Any:

@@ -87,12 +87,16 @@ class Service:
         self._serve(bundle)
         self.write_lock = asyncio.Lock()
         window = self.config.max_chars if self.config.long_texts == "window" else None
+        # a pass reads one bundle: a long text's steps, the bundle served when it began
         self.batcher = MicroBatcher(
             lambda texts: self.bundle.predict(texts, max_chars=window),
+            measure=lambda texts: self.bundle.trunk.work(texts),
+            start=lambda text: self.bundle.predict_steps([text], max_chars=window),
             max_batch=self.config.max_batch,
             max_wait_ms=self.config.max_wait_ms,
             max_pass_chars=self.config.max_pass_chars,
-            observe=self.metrics.observe_batch,
+            max_pass_work=self._pass_work(bundle),
+            observe=self.metrics.observe_pass,
         )
         self.batcher.start()
         self.ready = True
@@ -101,6 +105,14 @@ class Service:
         """Serve ``bundle`` from now on; metric series of heads and labels it lacks go."""
         self.bundle, self.generation = bundle, bundle.generation
         self.metrics.keep_heads({n: [str(v) for v in bundle.labels(n)] for n in bundle.heads})
+        if self.batcher is not None:
+            self.batcher.max_pass_work = self._pass_work(bundle)
+
+    def _pass_work(self, bundle: Any) -> int:
+        """The trunk work one pass may hold: ``max_pass_tokens`` for a trunk that reads
+        token windows, ``max_pass_chars`` for one that is cheap per character."""
+        tokens = not bundle.trunk_needs_fit and bundle.trunk.work_unit == "tokens"
+        return self.config.max_pass_tokens if tokens else self.config.max_pass_chars
 
     async def stop(self) -> None:
         self.ready = False

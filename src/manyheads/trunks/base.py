@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 import numpy as np
 
 from .._text import unicode_problem
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, ManyheadsError
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -81,6 +82,11 @@ class TrunkBase:
         graph already holds every weight (then the weights are stored once).
     ``tier``
         The nested embedding size a byte trunk serves; ``None`` for others.
+    ``work_unit`` / ``work`` / ``encoding``
+        What encoding a text costs (characters, or tokens for a trunk that runs a
+        transformer on token windows), and the texts encoded a step at a time
+        (:class:`Encoding`), so a caller can do other work between two steps of a
+        long text; a plain trunk encodes a batch in one step.
     """
 
     _name: str
@@ -168,6 +174,83 @@ class TrunkBase:
     def tier(self) -> int | None:
         return None
 
+    @property
+    def work_unit(self) -> str:
+        """``"characters"``, or ``"tokens"`` for a trunk that reads token windows."""
+        return "characters"
+
+    def work(self, texts: Sequence[str]) -> list[int]:
+        """What encoding each text costs, in ``work_unit``: characters for a trunk cheap
+        per character, the tokens of its windows for a transformer."""
+        return [len(t) for t in texts]
+
+    def encoding(self, texts: Sequence[str]) -> Encoding:
+        """``texts`` encoded a step at a time: ``encoding(texts).finish()`` is
+        ``encode_features(texts)``. A plain trunk takes one step."""
+        return BatchEncoding(self, check_texts(texts))
+
+
+class Encoding:
+    """Texts encoded a step at a time (:meth:`TrunkBase.encoding`).
+
+    ``work`` is what the whole costs (in the trunk's ``work_unit``) and ``left``
+    what is not done yet; ``step(budget)`` encodes pieces worth at most
+    ``budget`` (always at least one piece) and returns the work it did; once
+    ``done``, ``result()`` gives the vectors, as ``encode_features`` gives them.
+    ``divisible``: whether it can take more than one step at all.
+    """
+
+    work: int
+    left: int
+
+    @property
+    def divisible(self) -> bool:
+        return False
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def step(self, budget: int) -> int:
+        raise NotImplementedError
+
+    def result(self) -> Features:
+        raise NotImplementedError
+
+    def finish(self) -> Features:
+        """Every step left, at once; the vectors."""
+        while not self.done:
+            self.step(sys.maxsize)
+        return self.result()
+
+    def _not_done(self) -> ManyheadsError:
+        return ManyheadsError(f"the encoding is not done: {self.left} of {self.work} work left")
+
+
+class BatchEncoding(Encoding):
+    """A plain trunk's encoding: one step, the whole batch."""
+
+    def __init__(self, trunk: TrunkBase, texts: list[str]) -> None:
+        self._trunk, self._texts = trunk, texts
+        self.work = int(sum(trunk.work(texts)))
+        self.left = self.work
+        self._result: Features | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    def step(self, budget: int) -> int:
+        if self._result is None:
+            self._result = self._trunk.encode_features(self._texts)
+        work, self.left = self.left, 0
+        return work
+
+    def result(self) -> Features:
+        if self._result is None:
+            raise self._not_done()
+        return self._result
+
 
 class TrunkAdapter(TrunkBase):
     """A trunk object of your own that follows :class:`Trunk`, with the rest of the
@@ -240,7 +323,7 @@ def load_tokenizer_file(path: Path) -> Any:
 def tokenizer_from(source: str, what: str, *, text: bool = True) -> Any:
     """A ``tokenizers`` tokenizer from its JSON text (``text``) or file path, without
     truncation or padding; a malformed one is one line: ``cannot read {what}: ...``."""
-    from ..errors import ManyheadsError, require
+    from ..errors import require
 
     tokenizers = require("tokenizers", "transformers")
     try:

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError
-from .base import Features, TrunkAdapter, TrunkBase, check_texts
+from .base import Encoding, Features, TrunkAdapter, TrunkBase, check_texts
 
 
 def composite_name(names: list[str], weights: list[float] | None) -> str:
@@ -119,8 +119,66 @@ class CompositeTrunk(TrunkBase):
         X: Any = self.encode_features(texts, progress=progress)
         return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
 
+    @property
+    def work_unit(self) -> str:
+        """Tokens when a part counts them (a transformer), else characters."""
+        units = {p.work_unit for p in self._parts}
+        return "tokens" if "tokens" in units else "characters"
+
+    def work(self, texts: Sequence[str]) -> list[int]:
+        """The work of the parts that count in ``work_unit`` (the parts cheap per
+        character are free beside a transformer's tokens)."""
+        texts = check_texts(texts)
+        unit = self.work_unit
+        if unit != "tokens":
+            return [len(t) for t in texts]
+        counted = [p.work(texts) for p in self._parts if p.work_unit == unit]
+        return [int(sum(column)) for column in zip(*counted, strict=True)]
+
+    def encoding(self, texts: Sequence[str]) -> Encoding:
+        """Each part's encoding in turn, joined as ``encode_features`` joins them; a
+        part cheap per character costs nothing beside a transformer's tokens and is
+        encoded whole in the first step."""
+        texts = check_texts(texts)
+        if self.work_unit != "tokens":
+            return super().encoding(texts)
+        unit = self.work_unit
+        return _PartsEncoding(self, [(p.encoding(texts), p.work_unit == unit) for p in self._parts])
+
     def __repr__(self) -> str:
         return f"CompositeTrunk({self._parts!r}, weights={self.weights})"
+
+
+class _PartsEncoding(Encoding):
+    """A composite's parts encoded one after another; ``parts``: each part's encoding
+    and whether its work counts."""
+
+    def __init__(self, trunk: CompositeTrunk, parts: list[tuple[Encoding, bool]]) -> None:
+        self._trunk = trunk
+        self._parts = parts
+        self.work = sum(e.work for e, counted in parts if counted)
+        self.left = self.work
+
+    @property
+    def divisible(self) -> bool:
+        return any(e.divisible for e, counted in self._parts if counted)
+
+    @property
+    def done(self) -> bool:
+        return all(e.done for e, _ in self._parts)
+
+    def step(self, budget: int) -> int:
+        for encoding, counted in self._parts:
+            if not counted and not encoding.done:
+                encoding.finish()
+        work = next((e.step(budget) for e, _ in self._parts if not e.done), 0)
+        self.left = sum(e.left for e, counted in self._parts if counted)
+        return work
+
+    def result(self) -> Features:
+        if not self.done:
+            raise self._not_done()
+        return self._trunk.combine([e.result() for e, _ in self._parts])
 
 
 def encode_features(trunk: TrunkBase, texts: Sequence[str]) -> Features:

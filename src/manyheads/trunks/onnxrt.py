@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
-from .base import TrunkBase, check_texts, load_tokenizer_file
-from .windows import token_windows
+from .base import Encoding, TrunkBase, check_texts, load_tokenizer_file
+from .windows import WindowEncoding, token_windows, window_work
 
 EMBEDDING = "embedding"
 HEAD_PREFIX = "probs/"
@@ -498,6 +498,49 @@ class OnnxTrunk(TrunkBase):
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         return self.run(texts, progress=progress)[EMBEDDING]
+
+    # -- a step at a time --------------------------------------------------
+
+    @property
+    def work_unit(self) -> str:
+        return "tokens"
+
+    def work(self, texts: Sequence[str]) -> list[int]:
+        """The tokens of each text's windows."""
+        texts = check_texts(texts)
+        windows, owners, _ = token_windows(self.graph().tokenizer, texts, self.max_length)
+        return window_work(windows, owners, len(texts))
+
+    def encoding(self, texts: Sequence[str]) -> Encoding:
+        """``texts`` encoded a few windows at a time, each window a row of the graph (its
+        own weight 1), their vectors averaged here as the graph averages them. An int8
+        graph reads a text's windows in one call instead (one step: its dynamic
+        quantisation scales a call's activations together, so windows run apart would
+        give another answer)."""
+        texts = check_texts(texts)
+        if self.quantization:
+            return super().encoding(texts)
+        graph = self.graph()
+
+        def run(windows: list[list[int]]) -> np.ndarray:
+            lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
+            out = np.empty((len(windows), self._dim), dtype=np.float32)
+            for batch in length_batches(
+                lengths, max_tokens=self.batch_tokens, max_rows=self.max_batch
+            ):
+                mask = np.arange(int(lengths[batch].max()))[None, :] < lengths[batch][:, None]
+                ids = np.zeros(mask.shape, dtype=np.int64)
+                ids[mask] = np.concatenate([windows[j] for j in batch])
+                feed = {
+                    "input_ids": ids,
+                    "attention_mask": mask.astype(np.int64),
+                    "window_weights": np.eye(len(batch), dtype=np.float32),
+                }
+                out[batch] = graph.session.run([EMBEDDING], feed)[0]
+            return out
+
+        tokenized = token_windows(graph.tokenizer, texts, self.max_length)
+        return WindowEncoding(tokenized, len(texts), self._dim, run)
 
     def __repr__(self) -> str:
         q = f", {self.quantization}" if self.quantization else ""

@@ -26,10 +26,9 @@ from .base import (
     check_texts,
     config_fingerprint,
     file_sha256,
-    l2_normalise,
     load_tokenizer_file,
 )
-from .windows import special_span, token_windows
+from .windows import WindowEncoding, padded, special_span, token_windows, window_work
 
 __all__ = ["TransformerTrunk", "minilm_path", "special_span"]
 
@@ -252,43 +251,67 @@ class TransformerTrunk(TrunkBase):
         """Token windows, the text each belongs to, and each window's weight."""
         return token_windows(self._tokenizer, texts, self.max_length)
 
+    @property
+    def work_unit(self) -> str:
+        return "tokens"
+
+    def work(self, texts: Sequence[str]) -> list[int]:
+        """The tokens of each text's windows."""
+        texts = check_texts(texts)
+        windows, owners, _ = self._windows(texts)
+        return window_work(windows, owners, len(texts))
+
+    def encoding(self, texts: Sequence[str]) -> WindowEncoding:
+        """``texts`` encoded a few windows at a time (``step(budget)``: windows of at most
+        ``budget`` padded tokens, at least one); the vectors are ``encode``'s."""
+        texts = check_texts(texts)
+        return self._encoding(self._windows(texts), len(texts), None, None)
+
+    def _encoding(
+        self,
+        tokenized: tuple[list[list[int]], np.ndarray, np.ndarray],
+        n_texts: int,
+        batch_size: int | None,
+        bar: Any | None,
+    ) -> WindowEncoding:
+        step = batch_size or self.batch_size
+
+        def run(windows: list[list[int]]) -> np.ndarray:
+            """The pooled vector of each window (``windows``: shortest first), in
+            batches of ``step`` windows."""
+            model = self._ensure_model()
+            torch = self._torch
+            pooled = np.zeros((len(windows), self._dim), dtype=np.float32)
+            with torch.inference_mode():
+                for start in range(0, len(windows), step):
+                    batch = windows[start : start + step]
+                    ids, mask = padded(batch)
+                    t_ids = torch.from_numpy(ids).to(self.device)
+                    t_mask = torch.from_numpy(mask).to(self.device)
+                    hidden = model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state
+                    pooled[start : start + len(batch)] = (
+                        self._pool(hidden, t_mask).float().cpu().numpy()
+                    )
+                    if bar is not None:
+                        bar.update(len(batch))
+            return pooled
+
+        return WindowEncoding(tokenized, n_texts, self._dim, run)
+
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
+        """Each text's vector: its windows, shortest first, in batches of ``batch_size``;
+        each window normalised, a text's windows averaged (weighted by their text
+        tokens), normalised."""
         texts = check_texts(texts)
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
         if not texts:
-            return out
-        model = self._ensure_model()
-        torch = self._torch
-        windows, owners, weights = self._windows(texts)
-        order = np.argsort([len(w) for w in windows], kind="stable")
-        step = batch_size or self.batch_size
-        pooled = np.zeros((len(windows), self._dim), dtype=np.float32)
+            return np.zeros((0, self._dim), dtype=np.float32)
         from .._progress import progress_bar
 
-        with (
-            torch.inference_mode(),
-            progress_bar(total=len(windows), desc="encoding", enabled=progress) as bar,
-        ):
-            for start in range(0, len(order), step):
-                idx = order[start : start + step]
-                width = max(len(windows[j]) for j in idx)
-                ids = np.zeros((len(idx), width), dtype=np.int64)
-                mask = np.zeros((len(idx), width), dtype=np.int64)
-                for row, j in enumerate(idx):
-                    w = windows[j]
-                    ids[row, : len(w)] = w
-                    mask[row, : len(w)] = 1
-                t_ids = torch.from_numpy(ids).to(self.device)
-                t_mask = torch.from_numpy(mask).to(self.device)
-                hidden = model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state
-                pooled[idx] = self._pool(hidden, t_mask).float().cpu().numpy()
-                bar.update(len(idx))
-        # normalise each window, then average the windows of each text
-        pooled = l2_normalise(pooled) * weights[:, None]
-        np.add.at(out, owners, pooled)
-        return l2_normalise(out)
+        tokenized = self._windows(texts)
+        with progress_bar(total=len(tokenized[0]), desc="encoding", enabled=progress) as bar:
+            return np.asarray(self._encoding(tokenized, len(texts), batch_size, bar).finish())
 
     def _pool(self, hidden: Any, mask: Any) -> Any:
         if self.pooling == "cls":

@@ -1,10 +1,14 @@
-"""Token windows: long texts are split, never cut (shared by the torch and ONNX paths)."""
+"""Token windows: long texts are split, never cut (shared by the torch and ONNX paths);
+their encoding a few windows at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from .base import Encoding, l2_normalise
 
 
 def token_windows(
@@ -59,3 +63,80 @@ def special_span(encoding: Any) -> tuple[int, int]:
     while tail > head and special[tail - 1]:
         tail -= 1
     return head, tail
+
+
+def padded(windows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, attention mask)`` of ``windows``, padded with 0 to the longest."""
+    width = max(len(w) for w in windows)
+    ids = np.zeros((len(windows), width), dtype=np.int64)
+    mask = np.zeros((len(windows), width), dtype=np.int64)
+    for row, w in enumerate(windows):
+        ids[row, : len(w)] = w
+        mask[row, : len(w)] = 1
+    return ids, mask
+
+
+def window_work(windows: list[list[int]], owners: np.ndarray, n_texts: int) -> list[int]:
+    """The tokens of each text's windows (what encoding it costs)."""
+    lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
+    return [int(n) for n in np.bincount(owners, weights=lengths, minlength=n_texts)]
+
+
+class WindowEncoding(Encoding):
+    """Texts' token windows encoded a few at a time, shortest first (little padding).
+
+    ``run(windows)`` gives the pooled vector of each window (windows of similar
+    length, a step's worth); once every window is run, a text's vector is the
+    mean of its normalised windows weighted by their text tokens, normalised: what
+    the trunk's ``encode`` computes, whatever the steps were. A step's budget
+    counts padded tokens (windows x the longest of them).
+    """
+
+    def __init__(
+        self,
+        tokenized: tuple[list[list[int]], np.ndarray, np.ndarray],
+        n_texts: int,
+        dim: int,
+        run: Callable[[list[list[int]]], np.ndarray],
+    ) -> None:
+        self._windows, self._owners, self._weights = tokenized
+        self._n_texts = n_texts
+        self._run = run
+        self._lengths = np.fromiter(
+            (len(w) for w in self._windows), dtype=np.int64, count=len(self._windows)
+        )
+        self._order = np.argsort(self._lengths, kind="stable")
+        self._pooled = np.zeros((len(self._windows), dim), dtype=np.float32)
+        self._next = 0
+        self.work = int(self._lengths.sum())
+        self.left = self.work
+
+    @property
+    def divisible(self) -> bool:
+        return len(self._windows) > 1
+
+    @property
+    def done(self) -> bool:
+        return self._next >= len(self._order)
+
+    def step(self, budget: int) -> int:
+        start = stop = self._next
+        while stop < len(self._order) and (
+            stop == start or (stop - start + 1) * self._lengths[self._order[stop]] <= budget
+        ):
+            stop += 1
+        idx = self._order[start:stop]
+        if len(idx):
+            self._pooled[idx] = self._run([self._windows[j] for j in idx])
+        self._next = stop
+        work = int(self._lengths[idx].sum())
+        self.left -= work
+        return work
+
+    def result(self) -> np.ndarray:
+        if not self.done:
+            raise self._not_done()
+        pooled = l2_normalise(self._pooled) * self._weights[:, None]
+        out = np.zeros((self._n_texts, pooled.shape[1]), dtype=np.float32)
+        np.add.at(out, self._owners, pooled)
+        return l2_normalise(out)
