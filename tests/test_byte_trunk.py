@@ -265,6 +265,35 @@ def test_task_weighting_is_chance_by_default_or_learned(debian_rows):
         train_byte_trunk(texts, tasks, config=config, weighting="equal")
 
 
+def test_a_task_can_weigh_more_and_training_can_go_on_from_a_trunk(debian_rows):
+    rows = debian_rows[:64]
+    texts = [r["text"] for r in rows]
+    tasks = {
+        "library": ([r["library"] for r in rows], "binary"),
+        "section": ([r["section"] for r in rows], "multiclass"),
+    }
+    config = ByteConfig(max_bytes=64, embed=8, channels=16, dilations=(1,), heads=0, dims=(8,),
+                        bag=64, bag_dim=8, int8=True)  # fmt: skip
+    first, plain = train_byte_trunk(texts, tasks, config=config, epochs=1)
+    _, heavy = train_byte_trunk(texts, tasks, config=config, epochs=1, task_weights={"library": 4})
+    assert heavy.task_weights["library"] == pytest.approx(4 * plain.task_weights["library"])
+    assert heavy.task_weights["section"] == pytest.approx(plain.task_weights["section"])
+    # going on from a trunk starts from its weights (the int8 bag read back as floats)
+    again, summary = train_byte_trunk(texts, tasks, config=config, epochs=1, start=first)
+    assert summary.losses[0] < plain.losses[0]
+    assert not np.array_equal(again.state()["stem.weight"], first.state()["stem.weight"])
+    for bad, message in (
+        ({"nope": 2.0}, "task_weights names a task not trained: 'nope'"),
+        ({"library": 0}, r"task_weights\['library'\] must be a positive number, got 0"),
+        ({"library": True}, "must be a positive number"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            train_byte_trunk(texts, tasks, config=config, task_weights=bad)
+    other = ByteConfig(max_bytes=64, embed=8, channels=16, dilations=(1,), heads=0, dims=(16,))
+    with pytest.raises(ConfigError, match="start: the trunk to go on from has another config"):
+        train_byte_trunk(texts, tasks, config=other, start=first)
+
+
 def test_settings_added_later_leave_older_configs_and_fingerprints_alone():
     legacy = ByteConfig(heads=2, ngrams=64, grams=3, bag=0, bag_dim=64, int8=False)
     saved = legacy.to_json()

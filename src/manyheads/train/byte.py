@@ -119,6 +119,8 @@ def train_byte_trunk(
     crop: float = 0.0,
     crop_tasks: Sequence[str] | None = None,
     crop_min: int = 16,
+    task_weights: dict[str, float] | None = None,
+    start: ByteTrunk | None = None,
     threads: int | None = None,
     progress: bool = False,
 ) -> tuple[ByteTrunk, ByteTrainSummary]:
@@ -143,8 +145,12 @@ def train_byte_trunk(
     the trunk sees short texts of every kind and cannot learn a text by heart;
     a piece keeps its labels for the tasks in ``crop_tasks`` (default: every
     task) and counts for no other (a piece of a text holding a key may not hold
-    it). AdamW with a one-cycle learning rate. Returns the trunk (its training
-    heads dropped) and a summary.
+    it). ``task_weights``: a factor on a task's loss (default 1 each; a task that
+    must not miss, such as secrets among many texts without, can weigh more).
+    ``start``: a byte trunk of the same config to go on training from (its
+    weights, the bag's int8 rows read back as floats) instead of new weights; the
+    training heads start new either way. AdamW with a one-cycle learning rate.
+    Returns the trunk (its training heads dropped) and a summary.
     """
     import time
 
@@ -171,6 +177,15 @@ def train_byte_trunk(
             raise ConfigError(f"{setting} must be in [0, 1), got {rate!r}")
     if not isinstance(crop_min, int) or isinstance(crop_min, bool) or crop_min < 1:
         raise ConfigError(f"crop_min must be a positive integer, got {crop_min!r}")
+    weights = {n: 1.0 for n in tasks}
+    for name, factor in (task_weights or {}).items():
+        if name not in tasks:
+            raise ConfigError(f"task_weights names a task not trained: {name!r}")
+        if not isinstance(factor, int | float) or isinstance(factor, bool) or not factor > 0:
+            raise ConfigError(f"task_weights[{name!r}] must be a positive number, got {factor!r}")
+        weights[name] = float(factor)
+    if start is not None and start.config != config:
+        raise ConfigError("start: the trunk to go on from has another config than the one given")
     keep_on_crop = set(tasks) if crop_tasks is None else set(crop_tasks)
     if keep_on_crop - set(tasks):
         unknown = ", ".join(sorted(keep_on_crop - set(tasks)))
@@ -185,6 +200,8 @@ def train_byte_trunk(
     model = build_module(
         config, dropout, path_dropout if config.bag else 0.0, train=True, bag_init=bag_init
     )
+    if start is not None:
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in _float_state(start).items()})
     nn = torch.nn
     heads = nn.ModuleDict(
         {
@@ -243,9 +260,9 @@ def train_byte_trunk(
                             loss_kind, bag_heads[name](bag[torch.from_numpy(present)]), y
                         )
                     if weighting == "chance":
-                        loss = loss + this / chance[name]
+                        loss = loss + weights[name] * this / chance[name]
                     else:
-                        loss = loss + torch.exp(-log_var[k]) * this + log_var[k]
+                        loss = loss + weights[name] * torch.exp(-log_var[k]) * this + log_var[k]
                 bar.update(1)
                 if not loss.requires_grad:  # no text of this batch counts for any task
                     continue
@@ -260,10 +277,20 @@ def train_byte_trunk(
     model.eval()
     summary.seconds = time.perf_counter() - t0
     summary.task_weights = {
-        n: 1.0 / chance[n] if weighting == "chance" else float(torch.exp(-log_var[k]).detach())
+        n: weights[n]
+        * (1.0 / chance[n] if weighting == "chance" else float(torch.exp(-log_var[k]).detach()))
         for k, n in enumerate(names)
     }
     state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
     if config.bag and config.int8:
         state["bag.q"], state["bag.scale"] = quantize_rows(state.pop("bag.weight"))
     return ByteTrunk(config, state=state), summary
+
+
+def _float_state(trunk: ByteTrunk) -> dict[str, np.ndarray]:
+    """``trunk``'s weights as the training module holds them (an int8 bag as floats)."""
+    state = dict(trunk.state())
+    if "bag.q" in state:
+        q, scale = state.pop("bag.q"), state.pop("bag.scale")
+        state["bag.weight"] = q.astype(np.float32) * scale[:, None]
+    return state
