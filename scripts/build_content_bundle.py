@@ -11,6 +11,15 @@ on the train part with the validation part for calibration and thresholds;
 reports accuracy on the test part; saves the bundle atomically. The same seed
 on the same data gives the same rows and split (training on CPU is seeded too).
 
+Beside the shared corpora and system files, it reads the manual pages' paragraphs
+(``--man-per-language``), the fortunes (``--fortunes-per-language``) and generated
+shapes (``--shapes-per-kind``: ordinary short texts with no secret, secrets in
+their usual shapes, short snippets), see ``scripts/content_shapes.py``.
+``--task-weights`` weighs a task's loss in the trunk's training (``risk`` 4 by
+default: a secret is rare among the rows and a miss or a false alarm costs most);
+``--start FOLDER`` goes on training the trunk of a bundle this script built (for
+``--epochs`` more) instead of training one from new weights.
+
 ``--rows PATH`` also writes the labelled rows with their split (gzipped JSON
 lines) for ``bench/content_eval.py``. ``--trunk-from FOLDER`` takes the trunk
 of a bundle this script built (training is deterministic: the same trunk the
@@ -149,6 +158,29 @@ def main(argv: list[str] | None = None) -> int:
         default=2500,
         help="snippet rows of each type (SQL, Markdown, YAML, licensed scripts) at most",
     )
+    p.add_argument(
+        "--man-per-language",
+        default='{"en": 4000, "*": 600}',
+        help="manual-page paragraphs per language at most (JSON; '*': any other)",
+    )
+    p.add_argument("--fortunes-per-language", type=int, default=1500)
+    p.add_argument(
+        "--shapes-per-kind",
+        type=int,
+        default=400,
+        help="generated rows of each shape (secret shapes: half as many)",
+    )
+    p.add_argument(
+        "--task-weights",
+        default='{"risk": 4}',
+        help="a factor on each named task's loss in the trunk's training (JSON)",
+    )
+    p.add_argument(
+        "--start",
+        type=Path,
+        default=None,
+        help="a bundle folder built by this script: train its trunk further",
+    )
     p.add_argument("--head-rows", type=int, default=40_000)
     p.add_argument(
         "--zxx-per-kind",
@@ -200,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     balanced = set(head_names("--balanced-heads", args.balanced_heads))
     if args.trunk_from and args.trunk_from.resolve() == args.out.resolve():
         raise SystemExit("--trunk-from: give another --out folder than the bundle's own")
+    if args.start and not (args.start / "SOURCES.json").is_file():
+        raise SystemExit(f"--start: {args.start} has no SOURCES.json (not built here)")
     if args.trunk_from and not (args.trunk_from / "SOURCES.json").is_file():
         raise SystemExit(f"--trunk-from: {args.trunk_from} has no SOURCES.json (not built here)")
 
@@ -212,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         prose_per_language=args.prose_per_language,
         snippet_roots=[Path(r) for r in cd.SNIPPET_ROOTS if Path(r).is_dir()],
         snippets_per_type=args.snippets_per_type,
+        man_root=Path("/usr/share/man"),
+        man_per_language=json.loads(args.man_per_language),
+        fortunes_per_language=args.fortunes_per_language,
+        shapes_per_kind=args.shapes_per_kind,
     )
     if args.limit:
         rows = rows[: args.limit]
@@ -236,23 +274,38 @@ def main(argv: list[str] | None = None) -> int:
         "bag_init": args.bag_init,
         "crop": args.crop,
         "crop_tasks": crop_tasks,
+        "task_weights": json.loads(args.task_weights),
+        "start": None,
     }
     if args.trunk_from:
         built = Bundle.load(args.trunk_from, cache=None)
         trunk = built.trunk.with_tier(built.trunk.config.dims[-1])
         config = trunk.config
         doc = json.loads((args.trunk_from / "SOURCES.json").read_text(encoding="utf-8"))
-        older = {"crop": 0.0, "crop_tasks": []}  # builds from before these settings
+        older = {"crop": 0.0, "crop_tasks": [], "task_weights": {}, "start": None}  # earlier builds
         training = {k: doc.get(k, older.get(k)) for k in [*training, "trunk_seconds", "losses"]}
         print(f"trunk of {args.trunk_from} (trained {training['trunk_seconds']:.0f} s)")
     else:
         tasks = {n: ([r[n] for r in train], kind) for n, kind in TASKS.items()}
+        start = None
+        if args.start:
+            built = Bundle.load(args.start, cache=None)
+            start = built.trunk.with_tier(built.trunk.config.dims[-1])
+            config = start.config
+            before = json.loads((args.start / "SOURCES.json").read_text(encoding="utf-8"))
+            training["start"] = {
+                "folder": str(args.start),
+                "epochs": before.get("epochs"),
+                "trunk_seconds": before.get("trunk_seconds"),
+                "start": before.get("start"),
+            }
         # language is learnt from prose only; risk from every row
         trunk, summary = train_byte_trunk(
             [r["text"] for r in train], tasks, config=config, epochs=args.epochs,
             seed=args.seed, batch_size=args.batch_size, lr=args.lr,
             path_dropout=args.path_dropout, bag_init=args.bag_init, crop=args.crop,
-            crop_tasks=crop_tasks, progress=True,
+            crop_tasks=crop_tasks, task_weights=training["task_weights"], start=start,
+            progress=True,
         )  # fmt: skip
         training.update(trunk_seconds=summary.seconds, losses=summary.losses)
         print(
@@ -299,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
             "head_rows": args.head_rows,
             "zxx_per_kind": args.zxx_per_kind,
             "snippets_per_type": args.snippets_per_type,
+            "man_per_language": json.loads(args.man_per_language),
+            "fortunes_per_language": args.fortunes_per_language,
+            "shapes_per_kind": args.shapes_per_kind,
             "all_rows_heads": sorted(all_rows),
             "balanced_heads": sorted(balanced),
             "config": config.to_json(),

@@ -274,13 +274,16 @@ _PATTERNS = {
         r"\b(?:AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{60,}"
         r"|xox[abprs]-[A-Za-z0-9-]{10,}|sk_(?:live|test)_[A-Za-z0-9]{20,}"
         r"|sk-(?:proj-)?[A-Za-z0-9_-]{32,}|AIza[0-9A-Za-z_-]{35}|glpat-[A-Za-z0-9_-]{20})"
+        # a hex key or an AWS secret access key assigned to a key-like name
+        r"|(?i:\b[\w-]*(?:api[_-]?key|secret[_-]?key|access[_-]?key|app[_-]?secret|auth[_-]?token"
+        r"|client[_-]?secret)[\"']?\s*[:=]\s*[\"']?(?:[0-9a-f]{32,64}\b|[A-Za-z0-9/+]{40}(?![\w/+])))"
     ),
     "jwt": re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"),
     "password": re.compile(
         # a literal value assigned to a password-like key: quoted (6+ characters),
         # unquoted (6+ characters with a digit or symbol), XML element, or --flag value
-        rf"(?i)\b{_KEY}[\"']?\s*(?:=|:|=>)\s*[\"'](?![$%])([^\"'\s{{}}<>()]{{6,}})[\"']"
-        rf"|\b{_KEY}\s*(?:=|:)\s*(?=[^\s\"']*[\d!#%&*@^~+])(?![$%])[^\s\"'{{}}<>()\[\],;]{{6,}}(?=\s|$)"
+        rf"(?i)\b{_KEY}[\"']?\s*(?:=|:|=>)\s*[\"'](?![$%]|\*+[\"'])([^\"'\s{{}}<>()]{{6,}})[\"']"
+        rf"|\b{_KEY}\s*(?:=|:)\s*(?=[^\s\"']*[\d!#%&*@^~+])(?![$%]|\*+(?:\s|$))[^\s\"'{{}}<>()\[\],;]{{6,}}(?=\s|$)"
         rf"|<(?P<tag>{_KEY})>[^<\s]{{6,}}</(?P=tag)>"
         rf"|--{_KEY}[ =][^\s\"'$-][^\s\"']{{5,}}"
     ),
@@ -686,6 +689,10 @@ def collect(
     short_code_fraction: float = 1.0,
     snippet_roots: list[Path] | None = None,
     snippets_per_type: int = 2500,
+    man_root: Path | None = None,
+    man_per_language: dict[str, int] | None = None,
+    fortunes_per_language: int = 0,
+    shapes_per_kind: int = 0,
 ) -> list[dict[str, Any]]:
     """Every labelled row (see the module's text). The rows from the shared corpora
     and ``system_roots`` come first in a fixed order for one ``seed``; snippets found
@@ -729,10 +736,45 @@ def collect(
             r["risk"] = detect_risks(r["text"])
         snippet_rng.shuffle(more)  # they come grouped by type
         rows = _mix_in(rows, more, snippet_rng)
+    rows = _mix_in(
+        rows,
+        more_rows(shared, seed, man_root, man_per_language, fortunes_per_language, shapes_per_kind),
+        random.Random(f"{seed}:more:mix"),
+    )
     for r in rows:
         if r["kind"] in ZXX_KINDS:
             r["language"] = ZXX
     return rows
+
+
+def more_rows(
+    shared: Path,
+    seed: int,
+    man_root: Path | None,
+    man_per_language: dict[str, int] | None,
+    fortunes_per_language: int,
+    shapes_per_kind: int,
+) -> list[dict[str, Any]]:
+    """Manual-page paragraphs, fortunes and generated shapes
+    (``scripts/content_shapes.py``), each from a generator of its own."""
+    import content_shapes as cs
+
+    more: list[dict[str, Any]] = []
+    if man_root is not None and man_root.is_dir():
+        more += cs.man_rows(
+            man_root, random.Random(f"{seed}:man"), per_language=man_per_language or {"*": 500}
+        )
+    if fortunes_per_language:
+        rng = random.Random(f"{seed}:fortune")
+        more += cs.fortune_rows(rng, per_language=fortunes_per_language)
+    for r in more:
+        r["generated"] = False
+        r["risk"] = detect_risks(r["text"])
+    if shapes_per_kind:
+        more += cs.shape_rows(shared, random.Random(f"{seed}:shapes"), per_shape=shapes_per_kind)
+    for r in more:
+        r.setdefault("snippet", None)
+    return more
 
 
 def split_of(group: str, seed: int = 0) -> str:
