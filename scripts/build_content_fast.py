@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from build_content_bundle import TASKS, drop_locks, evaluate, head_rows  # noqa: E402
+from build_content_bundle import TASKS, drop_locks, evaluate, head_names, head_rows  # noqa: E402
 
 from manyheads import Bundle  # noqa: E402
 
@@ -78,7 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="fit every head at this C instead of choosing it on --c-rows rows",
     )
+    p.add_argument(
+        "--all-rows-heads",
+        default="risk",
+        help="heads fitted on every train row with their label, not --head-rows of them "
+        "(comma-separated; risk: the short shapes are ~5%% of the rows)",
+    )
     args = p.parse_args(argv)
+    all_rows = set(head_names("--all-rows-heads", args.all_rows_heads))
     if not args.rows.is_file():
         raise SystemExit(
             f"no rows at {args.rows}: write them with scripts/build_content_bundle.py --rows"
@@ -91,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     bundle.fit_trunk([r["text"] for r in train])
     chosen: dict[str, dict] = {}
     for name in TASKS:
-        tr = head_rows(train, name, args.head_rows, args.zxx_per_kind)
+        most = None if name in all_rows else args.head_rows
+        tr = head_rows(train, name, most, args.zxx_per_kind)
         va = [r for r in part["val"] if r[name] is not None][: args.head_rows // 4]
         t1 = time.perf_counter()
         if args.C is None:
@@ -112,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": str(args.rows.relative_to(ROOT) if args.rows.is_relative_to(ROOT) else args.rows),
         "n": {s: len(v) for s, v in part.items()},
         "head_rows": args.head_rows,
+        "all_rows_heads": sorted(all_rows),
         "zxx_per_kind": args.zxx_per_kind,
         "c_rows": None if args.C else args.c_rows,
         "balanced_heads": sorted(BALANCED),

@@ -286,6 +286,8 @@ _PATTERNS = {
         rf"|\b{_KEY}\s*(?:=|:)\s*(?=[^\s\"']*[\d!#%&*@^~+])(?![$%]|\*+(?:\s|$))[^\s\"'{{}}<>()\[\],;]{{6,}}(?=\s|$)"
         rf"|<(?P<tag>{_KEY})>[^<\s]{{6,}}</(?P=tag)>"
         rf"|--{_KEY}[ =][^\s\"'$-][^\s\"']{{5,}}"
+        # credentials in a URL: scheme://user:password@host
+        r"|\b[a-z][a-z0-9+.-]*://[^\s:/@]+:(?![$%{])[^\s:/@]{6,}@[\w.-]+"
     ),
     "email": re.compile(r"\b[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,12}\b"),
     "phone": re.compile(
@@ -311,6 +313,12 @@ _DOMAINS = [
 ]  # fmt: skip
 
 
+_HEX_KEY_NAMES = [
+    "api_key", "API_KEY", "apiKey", "apikey", "secret_key", "SECRET_KEY", "access_key",
+    "x-api-key", "X-API-Key", "auth_token", "AUTH_TOKEN", "app_secret", "client_secret",
+]  # fmt: skip
+
+
 def _rand(rng: random.Random, alphabet: str, n: int) -> str:
     return "".join(rng.choice(alphabet) for _ in range(n))
 
@@ -330,11 +338,11 @@ def gen_secret(kind: str, rng: random.Random) -> str:
         lines = [body[i : i + 64] for i in range(0, len(body), 64)]
         return f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----"
     if kind == "api_token":
-        form = rng.randrange(8)
+        form = rng.randrange(9)
         if form == 0:
             return "AKIA" + _rand(rng, string.ascii_uppercase + string.digits, 16)
         if form == 1:
-            return rng.choice(["ghp_", "gho_", "ghs_"]) + _rand(rng, alnum, 36)
+            return rng.choice(["ghp_", "gho_", "ghs_", "ghu_", "ghr_"]) + _rand(rng, alnum, 36)
         if form == 2:
             numbers = "-".join(_rand(rng, string.digits, 12) for _ in range(2))
             return f"xoxb-{numbers}-{_rand(rng, alnum, 24)}"
@@ -346,7 +354,11 @@ def gen_secret(kind: str, rng: random.Random) -> str:
             return "AIza" + _rand(rng, alnum + "-_", 35)
         if form == 6:
             return "glpat-" + _rand(rng, alnum + "-_", 20)
-        return "github_pat_" + _rand(rng, alnum + "_", 82)
+        if form == 7:
+            return "github_pat_" + _rand(rng, alnum + "_", 82)
+        name = rng.choice(_HEX_KEY_NAMES)  # a hex key assigned to a key-like name
+        value = "".join(rng.choice("0123456789abcdef") for _ in range(rng.choice([32, 40, 64])))
+        return rng.choice([f"{name}={value}", f'{name} = "{value}"', f"{name}: {value}"])
     if kind == "jwt":
         header = {"alg": rng.choice(["HS256", "RS256", "ES256"]), "typ": "JWT"}
         payload = {
@@ -368,8 +380,16 @@ def gen_secret(kind: str, rng: random.Random) -> str:
         )
         key = rng.choice(
             ["password", "PASSWORD", "db_password", "DB_PASSWORD", "passwd", "admin_password",
-             "secret", "client_secret", "MYSQL_ROOT_PASSWORD", "pwd", "smtp_password"]
+             "secret", "client_secret", "MYSQL_ROOT_PASSWORD", "pwd", "smtp_password",
+             "spring.datasource.password", "db.password", "mail.smtp.password"]
         )  # fmt: skip
+        if rng.random() < 0.12:  # credentials in a connection URL
+            scheme = rng.choice(["postgres", "postgresql", "mysql", "mongodb+srv", "redis", "amqp",
+                                 "https", "ftp", "smtp"])  # fmt: skip
+            plain = "".join(c for c in value if c not in "@/:%$") or "pw" + value
+            user = rng.choice(_NAMES).replace(".", "")
+            host = rng.choice(["db", "localhost", "db.internal", "10.0.0.5", "cache"])
+            return f"{scheme}://{user}:{plain}@{host}:{rng.randint(1000, 9999)}/app"
         return rng.choice(
             [
                 f'{key} = "{value}"',

@@ -250,7 +250,8 @@ _HOSTS = ("www.debian.org", "example.com", "github.com", "docs.python.org", "en.
           "api.example.io", "news.ycombinator.com", "www.youtube.com")  # fmt: skip
 _QUERY_KEYS = ("q", "id", "page", "lang", "sort", "ref", "utm_source", "utm_medium", "v", "t",
                "session", "token_type", "search", "tab", "offset", "limit", "format",
-               "s")  # fmt: skip
+               "s", "key", "sig", "code", "state", "nonce", "gclid", "fbclid", "campaign",
+               "item", "cat", "hl", "from", "p", "query")  # fmt: skip
 _NAMES = ("Anna", "Ben", "Chen", "Dmitri", "Eva", "Farid", "Grace", "Hiro", "Ines", "Jonas")
 _TABLES = ("users", "orders", "items", "accounts", "events", "products", "logs", "sessions")
 _COLUMNS = ("id", "name", "email", "created_at", "status", "price", "user_id", "total", "title")
@@ -283,6 +284,7 @@ def _query_value(rng: random.Random) -> str:
     return rng.choice([
         rng.choice(_WORDS), str(rng.randint(1, 99999)), _hex(rng, rng.choice([8, 16])),
         cd._rand(rng, string.ascii_letters + string.digits, 11),
+        cd._rand(rng, string.ascii_letters + string.digits + "-_", rng.randint(4, 40)),
     ])  # fmt: skip
 
 
@@ -304,7 +306,21 @@ def _date(rng: random.Random) -> str:
         f"{y}-{m:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}Z", f"{d} {months[m - 1]} {y}",
         f"{months[m - 1]} {d}, {y} {hh:02d}:{mm:02d}", f"{hh:02d}:{mm:02d}",
         f"{y}-{m:02d}-{d:02d} {hh:02d}:{mm:02d}:{ss:02d}",
+        # with a time zone (RFC 2822, ISO 8601, syslog, HTTP)
+        f"{rng.choice(_DAYS)}, {d} {months[m - 1]} {y} {hh:02d}:{mm:02d}:{ss:02d} {_zone(rng)}",
+        f"{y}-{m:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}{_zone(rng, ':')}",
+        f"{months[m - 1]} {d:2d} {hh:02d}:{mm:02d}:{ss:02d}",
+        f"{y}-{m:02d}-{d:02d} {hh:02d}:{mm:02d}:{ss:02d} {_zone(rng)}",
+        f"{rng.choice(_DAYS)}, {d:02d} {months[m - 1]} {y} {hh:02d}:{mm:02d}:{ss:02d} GMT",
     ])  # fmt: skip
+
+
+_DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+
+
+def _zone(rng: random.Random, sep: str = "") -> str:
+    """A time zone offset: +0200, -05:30 (``sep`` between hours and minutes)."""
+    return f"{rng.choice('+-')}{rng.randint(0, 12):02d}{sep}{rng.choice(['00', '30'])}"
 
 
 def _number(rng: random.Random) -> str:
@@ -313,6 +329,8 @@ def _number(rng: random.Random) -> str:
         str(n), f"{n:,}", f"{n / 100:.2f}", f"{rng.randint(0, 100)}%", f"#{n}",
         f"{rng.choice('$€£')}{n / 100:,.2f}", f"{n} {rng.choice(['MB', 'kB', 'ms', 'items'])}",
         "1234567890", "0123456789", f"{rng.random():.6f}", f"-{n}", str(n) * 2,
+        str(rng.randint(0, 999)), str(rng.randint(0, 99999)), f"+{rng.randint(1, 9999)}",
+        f"0{rng.randint(0, 10**9)}",
     ])  # fmt: skip
 
 
@@ -464,7 +482,10 @@ ORDINARY = {
     "password_prose": (_PROSE, _password_prose),
     "kv_config": (("config", "none", cd.ZXX), _kv_config),
     "sql_line": (("code", "sql", cd.ZXX), _sql_line),
+    # real texts, drawn from a pool (:func:`pools`)
     "kaomoji_text": ((None, "none", None), None),
+    "code_identifier": ((None, "none", cd.ZXX), None),
+    "doc_url": (_DATA, None),
 }
 
 # secrets in their usual shapes: (kind, code_language, language) by shape, the value
@@ -512,6 +533,9 @@ def secret_text(kind: str, shape: str, rng: random.Random) -> str:
     if shape == "json":
         return json.dumps({"user": rng.choice(_NAMES).lower(), key.lower(): value})
     if shape == "header":
+        if kind == "api_token" and "=" not in value and rng.random() < 0.5:
+            repo = f"{rng.choice(_NAMES).lower()}/{rng.choice(_WORDS)}"
+            return f"git clone https://{value}@github.com/{repo}.git"
         return f"curl -H 'Authorization: Bearer {value}' {_url(rng)}"
     return rng.choice([f"My {key.lower()} is {value}, keep it safe.",
                        f"{rng.choice(_NAMES)} sent {value} yesterday.",
@@ -530,6 +554,32 @@ def contact_sentence(rng: random.Random) -> str:
     ])  # fmt: skip
 
 
+def pools(shared: Path, doc_root: Path = Path("/usr/share/doc")) -> dict[str, list[str]]:
+    """Real texts for the shapes drawn from a pool: kaomoji of the shared corpus,
+    names from the shared code corpus (files of the train and validation splits
+    only), URLs of the system's README, NEWS and changelog files (the packages'
+    copyright files left out)."""
+    names: set[str] = set()
+    with gzip.open(shared / "code.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            if cd.split_of(f"code:{r['group']}") != "test":
+                names.update(re.findall(r"\b[A-Za-z_][A-Za-z0-9_]{5,40}\b", r["text"][:2000]))
+    urls: set[str] = set()
+    docs = [p for p in sorted(doc_root.glob("*/*")) if p.name.split(".")[0] in _DOC_NAMES]
+    for path in docs[:1500]:
+        text = cd._read_text(path, limit=300_000) or ""
+        urls.update(u.rstrip(".,;)>'\"") for u in re.findall(r"https?://[^\s<>\"'()]+", text))
+    return {
+        "kaomoji_text": kaomoji_texts(shared),
+        "code_identifier": sorted(names),
+        "doc_url": sorted(urls) or ["https://www.debian.org/"],
+    }
+
+
+_DOC_NAMES = {"README", "NEWS", "changelog", "CHANGES", "TODO", "FAQ", "AUTHORS", "THANKS"}
+
+
 def kaomoji_texts(shared: Path) -> list[str]:
     with gzip.open(shared / "kaomoji.jsonl.gz", "rt", encoding="utf-8") as fh:
         return [json.loads(line)["text"] for line in fh]
@@ -540,10 +590,10 @@ def shape_rows(shared: Path, rng: random.Random, *, per_shape: int) -> list[dict
     shape, of each secret kind and shape, and of contact sentences. Rows of a shape
     come in groups of 50 (a split keeps each shape on every side)."""
     rows: list[dict[str, Any]] = []
-    kaomoji = kaomoji_texts(shared)
+    real = pools(shared)
     for name, ((kind, code, lang), make) in ORDINARY.items():
         for i in range(per_shape):
-            text = rng.choice(kaomoji) if make is None else make(rng)
+            text = rng.choice(real[name]) if make is None else make(rng)
             rows.append(_row(text, f"shape:{name}:{i // 50}", "shape", kind, code, lang,
                              shape=name))  # fmt: skip
     for secret in cd.RISKS:
