@@ -311,3 +311,84 @@ def test_the_build_script_refuses_bad_head_options_before_reading_any_data(tmp_p
     with pytest.raises(SystemExit, match="has no SOURCES.json"):
         build.main(["--trunk-from", str(tmp_path), "--out", str(tmp_path / "x")])
     assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------------ the texts of issue 34
+# ordinary texts the risk head once gave a label with certainty (emoji, a URL with a
+# query, digits, dates, versions, fortunes) and their neighbours
+ORDINARY = [
+    "😀🎉🔥👍",
+    "🚀",
+    "Great job 👍🎉",
+    "https://www.example.com/search?q=manyheads&page=2&lang=en",
+    "https://github.com/acme/tool/issues?state=open&sort=updated",
+    "1234567890",
+    "3.14159",
+    "2024-05-01T12:00:03Z",
+    "5 Dec 2026",
+    "version 1.2.3-4",
+    "v2.14.0-rc1",
+    "Fixed in commit 3f78f83a9b1c.",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "Chi dorme non piglia pesci.",
+    "Meglio un uovo oggi che una gallina domani.",
+    "A journey of a thousand miles begins with a single step.",
+    "You will be successful in your work.",
+    "Enter your password to continue.",
+    "password = ********",
+    "(◕‿◕)",
+]
+
+
+@pytest.mark.parametrize("name", ["content", "content-fast"])
+def test_ordinary_texts_get_no_risk_label(name):
+    bundle = Bundle.load(name, cache=None)
+    got = bundle.predict(ORDINARY, scores="none")
+    alarms = {
+        t: g["risk"]["labels"] for t, g in zip(ORDINARY, got, strict=True) if g["risk"]["labels"]
+    }
+    assert alarms == {}
+
+
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9l"
+    "IiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+SNIPPETS = {
+    # text: (kind, code_language, language, risk labels that must be there)
+    "1234567890": ({"data"}, "none", cd.ZXX, set()),
+    "server:\n  host: 0.0.0.0\n  port: 8080\nlogging:\n  level: info\n": (
+        {"config"}, "none", cd.ZXX, set()),
+    JWT: ({"data", "config"}, "none", cd.ZXX, {"jwt"}),
+    "SELECT id, name FROM users WHERE active = 1 ORDER BY id;": ({"code"}, "sql", cd.ZXX, set()),
+    "Contact Anna at anna@example.org or call +1 415-555-0100 for details.": (
+        {"prose"}, "none", "en", {"email", "phone"}),
+    "desc must be a transliteration descriptor returned by the wctrans(3) function.": (
+        {"prose"}, "none", "en", set()),
+}  # fmt: skip
+
+
+def test_short_snippets_get_the_answers_people_expect(content):
+    got = content.predict(list(SNIPPETS), scores="none")
+    wrong = {}
+    for (text, (kinds, code, language, risks)), g in zip(SNIPPETS.items(), got, strict=True):
+        answer = (g["kind"]["label"], g["code_language"]["label"], g["language"]["label"])
+        if (
+            answer[0] not in kinds
+            or answer[1:] != (code, language)
+            or not risks <= set(g["risk"]["labels"])
+        ):
+            wrong[text[:40]] = (*answer, g["risk"]["labels"])
+    assert wrong == {}
+
+
+def test_prototypes_and_see_also_lists_are_zxx_and_sentences_about_them_are_not(content):
+    texts = [
+        "wctrans_t wctrans(const char *name);",
+        "int pthread_create(pthread_t *restrict thread, const pthread_attr_t *restrict attr,"
+        " void *(*start_routine)(void *), void *restrict arg);",
+        "towctrans(3), iswctype(3)",
+        "The pthread_create() function starts a new thread in the calling process.",
+    ]
+    got = [g["language"]["label"] for g in content.predict(texts, scores="none")]
+    assert got == [cd.ZXX, cd.ZXX, cd.ZXX, "en"]
