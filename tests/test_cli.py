@@ -164,7 +164,10 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
         ),
         (["--task", "section", "--class-weight", "heavy"], "--class-weight must be 'balanced'"),
         (["--task", "section", "--head", "forest"], "--head must be one of linear, mlp, auto"),
-        (["--task", "section", "--thresholds", "recall"], "--thresholds must be f1 or accuracy"),
+        (
+            ["--task", "section", "--thresholds", "recall"],
+            "--thresholds must be f1, f0.5 or accuracy",
+        ),
         (
             ["--task", "section", "--part-weights", "some"],
             "--part-weights must be auto or fixed, got 'some'",

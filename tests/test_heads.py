@@ -9,6 +9,7 @@ from sklearn.metrics import log_loss
 
 from manyheads import ConfigError, DataError, FusedHeads, LinearHead
 from manyheads.heads import fit_temperature, head_from_record, head_to_record, tune_thresholds
+from manyheads.heads.calibration import tune_binary_threshold
 
 
 def _blobs(n=600, d=24, k=4, seed=0, spread=1.2):
@@ -114,6 +115,18 @@ def test_tune_thresholds_prefers_f1_optimal_cut():
     truth = np.array([[1], [1], [0], [0]])
     thr = tune_thresholds(proba, truth)
     assert 0.3 < thr[0] <= 0.35
+
+
+def test_f05_thresholds_weigh_precision_and_cut_higher():
+    # a label scored high on its 4 positives and on some negatives: F1 takes the low cut
+    # that finds every positive, F0.5 the higher one that leaves the false alarms out
+    proba = np.array([[0.9], [0.8], [0.4], [0.4], [0.4], [0.4], [0.4], [0.1], [0.1]])
+    truth = np.array([[1], [1], [1], [1], [0], [0], [0], [0], [0]])
+    f1, f05 = tune_thresholds(proba, truth), tune_thresholds(proba, truth, "f0.5")
+    assert 0.1 < f1[0] <= 0.4 and 0.4 < f05[0] <= 0.8
+    assert (tune_thresholds(proba, truth, "f1") == f1).all()  # f1 unchanged by the beta
+    p, t = proba.ravel(), truth.ravel().astype(bool)
+    assert tune_binary_threshold(p, t, "f0.5") >= tune_binary_threshold(p, t, "f1")
 
 
 def test_binary_threshold_is_tuned_on_validation():
@@ -256,7 +269,9 @@ def test_accuracy_thresholds_favour_exact_match():
     exact = lambda h: (h.predict(X[1000:]) == Y[1000:]).all(axis=1).mean()  # noqa: E731
     assert exact(acc) >= exact(f1)
     assert not np.array_equal(acc.thresholds_, f1.thresholds_)
-    with pytest.raises(ConfigError, match="thresholds must be one of f1, accuracy, got 'recall'"):
+    with pytest.raises(
+        ConfigError, match="thresholds must be one of f1, f0.5, accuracy, got 'recall'"
+    ):
         LinearHead(thresholds="recall").fit(X, [lab[:1] or ["x"] for lab in labels])
 
 

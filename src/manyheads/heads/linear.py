@@ -48,10 +48,12 @@ class LinearHead(HeadBase):
         their frequency, for imbalanced labels.
     calibrate : bool
         Fit a temperature on the validation data passed to :meth:`fit`.
-    thresholds : {"f1", "accuracy"}
+    thresholds : {"f1", "f0.5", "accuracy"}
         What the binary / multilabel decision thresholds maximise on
-        validation data: F1 (multilabel: per label; binary: macro-F1), or
-        accuracy (multilabel: per label, which favours exact-match accuracy).
+        validation data: F1 (multilabel: per label; binary: macro-F1), F0.5
+        (the same, precision weighing twice as much as recall: fewer false
+        alarms), or accuracy (multilabel: per label, which favours exact-match
+        accuracy).
     max_iter : int
         L-BFGS iterations.
     tol : float

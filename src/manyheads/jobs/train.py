@@ -11,6 +11,7 @@ from .._progress import progress_bar
 from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
+from ..heads.calibration import THRESHOLD_OBJECTIVES
 from ..heads.kinds import (
     PATH_SEP,
     check_path_sep,
@@ -97,9 +98,10 @@ def train_report(
     if len(set(names)) != len(names):
         raise ConfigError(f"{{task}} names must be unique, got {names}", options=("task",))
     C = parse_C(C)
-    if thresholds not in ("f1", "accuracy"):
+    if thresholds not in THRESHOLD_OBJECTIVES:
+        choices = ", ".join(THRESHOLD_OBJECTIVES[:-1]) + f" or {THRESHOLD_OBJECTIVES[-1]}"
         raise ConfigError(
-            f"{{thresholds}} must be f1 or accuracy, got {thresholds!r}", options=("thresholds",)
+            f"{{thresholds}} must be {choices}, got {thresholds!r}", options=("thresholds",)
         )
     problem = head_type_problem(head)
     if problem is not None:
