@@ -329,6 +329,26 @@ def test_a_new_bundle_stopped_before_its_bundle_json_loads_and_takes_a_retrain(
     assert sorted(Bundle.load(folder, cache=None).heads) == ["h2", "library", "section"]
 
 
+def test_the_service_reads_the_generation_the_store_reads(folder, debian_rows):
+    """A save stopped after its weights file and before its bundle.json leaves the newer
+    generation in the weights file: the service's watcher sees that one, as a load does."""
+    from manyheads.serve.state import _read_generation
+
+    old_doc = (folder / BUNDLE_JSON).read_bytes()
+    first = _read_generation(folder)
+    assert first == Bundle.load(folder, cache=None).generation
+    b = Bundle.load(folder, cache=None)
+    texts, labels = _rows(debian_rows)
+    b.fit_head("again", texts[:100], labels[:100])
+    b.save(folder)
+    (folder / BUNDLE_JSON).write_bytes(old_doc)  # as if stopped before this rename
+    newer = Bundle.load(folder, cache=None).generation
+    assert newer != first and _read_generation(folder) == newer
+    (folder / BUNDLE_JSON).write_text("{oops", encoding="utf-8")
+    (folder / HEADS_FILE).unlink()
+    assert _read_generation(folder) is None  # unreadable: keep serving what is loaded
+
+
 @pytest.mark.heavy
 def test_a_new_bundle_killed_at_any_step_of_its_first_save_takes_the_same_command_again(
     tmp_path, debian_rows, capsys

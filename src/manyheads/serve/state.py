@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +22,15 @@ log = logging.getLogger("manyheads.serve")
 
 
 def _read_generation(folder: Path) -> str | None:
+    """The generation ``folder`` holds now, as the store reads it (a newer one saved in
+    the weights file wins over ``bundle.json``); None while it cannot be read."""
+    from ..bundle.store import read_document
+
     try:
-        doc = json.loads((folder / "bundle.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = read_document(folder)
+    except ManyheadsError:
         return None
-    gen = doc.get("generation") if isinstance(doc, dict) else None
+    gen = doc.get("generation") if doc else None
     return gen if isinstance(gen, str) else None
 
 
