@@ -43,8 +43,8 @@ from .parts import Part, answered, join_parts, read_parts
 from .rows import Labeller
 
 __all__ = [
-    "JOB_FILE", "LabelOptions", "LabelSummary", "differs", "fingerprint", "job_record",
-    "label_file", "start_job",
+    "JOB_FILE", "LabelOptions", "LabelSummary", "fingerprint", "job_record",
+    "label_file", "mixed_job_message", "start_job",
 ]  # fmt: skip
 
 JOB_FILE = "job.json"
@@ -134,7 +134,7 @@ def _which_differ(found: Any, job: dict[str, Any]) -> str:
     return f"its {', '.join(keys) or 'record'} {'differ' if len(keys) > 1 else 'differs'}"
 
 
-def differs(found: Any, job: dict[str, Any]) -> str:
+def mixed_job_message(found: Any, job: dict[str, Any]) -> str:
     """The one-line message refusing to mix ``job`` with the parts of ``found``."""
     return (
         f"holds the parts of another job ({_which_differ(found, job)}): run "
@@ -166,7 +166,7 @@ def start_job(work: Path, output: Path, errors: Path, job: dict[str, Any], resta
     if record.is_file():
         found = _read_json(record)
         if found != job:
-            raise ConfigError(f"{work} {differs(found, job)}", options=("restart",))
+            raise ConfigError(f"{work} {mixed_job_message(found, job)}", options=("restart",))
         return True
     if output.exists():
         raise ConfigError(

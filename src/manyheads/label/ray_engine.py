@@ -30,7 +30,7 @@ from ..bundle import Bundle, bundle_folder
 from ..data.tables import format_of, no_input, readable, suffix_format
 from ..errors import ConfigError, DataError, require
 from .batch import ERROR_COLUMN, LINE_COLUMN, LabelBatch
-from .job import HEAD_BYTES, JOB_FILE, LabelSummary, differs, fingerprint, job_record
+from .job import HEAD_BYTES, JOB_FILE, LabelSummary, fingerprint, job_record, mixed_job_message
 from .rows import Labeller  # checks every option before Ray starts
 
 __all__ = ["label_with_ray", "output_format_of"]
@@ -127,7 +127,9 @@ def _start(output: _Place, job: dict[str, Any], restart: bool) -> None:
         except ValueError:
             found = None
         if found != job:
-            raise ConfigError(f"{output.shown} {differs(found, job)}", options=("restart",))
+            raise ConfigError(
+                f"{output.shown} {mixed_job_message(found, job)}", options=("restart",)
+            )
         return
     info = output.info()
     if info.type == pafs.FileType.File or (

@@ -19,7 +19,7 @@ from ..heads.linear import LinearHead
 from ..trunks import CompositeTrunk, TransformerTrunk
 from ..trunks.base import TrunkBase, check_texts
 from ..trunks.onnxrt import OnnxTrunk
-from .fit import FitOptions, HeadSet, HeadSummary, split
+from .fit import FitOptions, FitTarget, HeadSummary, split
 from .lpft import FinetuneReport, finetune_transformer, training_embeddings
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class FinetuneOptions(TuneOptions, total=False):
     fields: Mapping[str, str] | None
 
 
-class TunableBundle(HeadSet, Protocol):
+class TunableBundle(FitTarget, Protocol):
     """What fine-tuning needs of the bundle whose trunk it tunes (a ``Bundle``)."""
 
     path: _Path | None

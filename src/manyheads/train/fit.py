@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     from ..heads.record import HeadLimits
     from ..trunks import Features, TrunkBase
 
-__all__ = ["FitOptions", "HeadSet", "HeadSummary", "fit_head", "split"]
+__all__ = ["FitOptions", "FitTarget", "HeadSummary", "fit_head", "split"]
 
 
-class HeadSet(Protocol):
+class FitTarget(Protocol):
     """What fitting a head needs of the bundle it goes into (a ``Bundle``)."""
 
     limits: HeadLimits
@@ -200,7 +200,7 @@ def _part_scale(
 
 
 def fit_head(
-    bundle: HeadSet,
+    bundle: FitTarget,
     name: str,
     texts: Sequence[str],
     labels: Sequence[Any],
