@@ -496,3 +496,19 @@ def test_predict_steps_of_a_trunk_that_reads_whole_texts_is_one_step(trained: Bu
     assert trained.predict_steps([""]).divisible is False
     with pytest.raises(UnknownHeadError, match="unknown head 'nope'"):
         trained.predict_steps(TEXTS, ["nope"])
+
+
+def test_hashed_files_are_written_once_under_their_content_name(tmp_path):
+    import hashlib
+
+    from manyheads._io import GRAPH_FILE, STATIC_FILE, write_hashed
+    from manyheads.bundle.store import NAMED_FILES
+
+    name, sha = write_hashed(tmp_path, b"graph bytes", GRAPH_FILE)
+    assert sha == hashlib.sha256(b"graph bytes").hexdigest()
+    assert name == f"model-{sha[:12]}.onnx"
+    before = (tmp_path / name).stat().st_mtime_ns
+    assert write_hashed(tmp_path, b"graph bytes", GRAPH_FILE) == (name, sha)
+    assert (tmp_path / name).stat().st_mtime_ns == before  # the same content: not rewritten
+    assert write_hashed(tmp_path, b"table", STATIC_FILE)[0].startswith("static-")
+    assert NAMED_FILES == ("model-*.onnx", "static-*.safetensors")  # what garbage collection keeps

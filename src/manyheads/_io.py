@@ -9,6 +9,7 @@ temp files of one still writing.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -81,6 +82,30 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     with atomic_open(path, "w") as fh:
         fh.write(text)
+
+
+# Files named by their content (``PREFIX-<12 hex of their SHA-256>SUFFIX``): a new one
+# never overwrites one in use, and the same content is written once.
+GRAPH_FILE = ("model", ".onnx")  # an ONNX graph
+STATIC_FILE = ("static", ".safetensors")  # a static trunk's table and tokenizer
+HASHED_FILES = (GRAPH_FILE, STATIC_FILE)
+
+
+def hashed_name(kind: tuple[str, str], sha256: str) -> str:
+    """The name of a file of ``kind`` (one of :data:`HASHED_FILES`) whose SHA-256 is
+    ``sha256``."""
+    prefix, suffix = kind
+    return f"{prefix}-{sha256[:12]}{suffix}"
+
+
+def write_hashed(folder: Path, blob: bytes, kind: tuple[str, str]) -> tuple[str, str]:
+    """Write ``blob`` into ``folder`` under its content's name (:func:`hashed_name`),
+    atomically, unless a file of that name is there; returns ``(name, sha256)``."""
+    sha = hashlib.sha256(blob).hexdigest()
+    name = hashed_name(kind, sha)
+    if not (folder / name).is_file():
+        atomic_write_bytes(folder / name, blob)
+    return name, sha
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -6,14 +6,13 @@ itself is :mod:`manyheads.export`'s."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._io import atomic_write_bytes
+from .._io import GRAPH_FILE, hashed_name, write_hashed
 from ..errors import BundleError, require
 from ..heads import FusedHeads
 from ..heads.kinds import SET_KINDS
@@ -27,7 +26,7 @@ _MAX_PROTO = 1_800_000_000  # protobuf's 2 GB limit, with room
 
 def graph_file_name(sha256: str) -> str:
     """Graph files are named by their content, so a new graph never overwrites a used one."""
-    return f"model-{sha256[:12]}.onnx"
+    return hashed_name(GRAPH_FILE, sha256)
 
 
 def const(onnx: Any, name: str, array: np.ndarray) -> Any:
@@ -126,9 +125,4 @@ def rewrite_heads(folder: Path, trunk: OnnxTrunk, fused: FusedHeads | None) -> s
     onnx = require("onnx", "onnx")
     model = onnx.load(str(trunk.folder / trunk.file))
     compose_heads(model, fused)
-    blob = serialize(model)
-    sha = hashlib.sha256(blob).hexdigest()
-    target = folder / graph_file_name(sha)
-    if not target.exists():
-        atomic_write_bytes(target, blob)
-    return sha
+    return write_hashed(folder, serialize(model), GRAPH_FILE)[1]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import remove_stale_temps
+from .._io import HASHED_FILES, remove_stale_temps
 from .._text import loads_json
 from ..errors import BundleError
 
@@ -55,7 +55,7 @@ TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a 
 LOCK_FILE = ".lock"
 DATA_RE = re.compile(r"^data/[0-9a-f]{24}\.jsonl\.gz$")
 TRUNK_DIRS = "trunk-*"  # a fine-tuned transformer kept in the bundle
-NAMED_FILES = ("model-*.onnx", "static-*.safetensors")  # graphs and tables, named by hash
+NAMED_FILES = tuple(f"{prefix}-*{suffix}" for prefix, suffix in HASHED_FILES)
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .._io import user_cache_folder
+from .._io import STATIC_FILE, hashed_name, user_cache_folder, write_hashed
 from .._text import loads_json
 from ..errors import ConfigError, ManyheadsError
 from .base import (
@@ -56,7 +56,7 @@ _ids = attrgetter("ids")
 
 def static_file_name(sha256: str) -> str:
     """The name a static table file has in a bundle folder."""
-    return f"static-{sha256[:12]}.safetensors"
+    return hashed_name(STATIC_FILE, sha256)
 
 
 def _blob(table: np.ndarray, tokenizer_json: str, meta: dict[str, Any]) -> bytes:
@@ -195,13 +195,8 @@ class StaticTrunk(TrunkBase):
         if name is not None and (folder / name).is_file():
             self.folder = folder
             return
-        from .._io import atomic_write_bytes
-
         blob = _blob(self._table16, self._tokenizer_json, {"source": self.source})
-        sha = hashlib.sha256(blob).hexdigest()
-        name = static_file_name(sha)
-        if not (folder / name).is_file():
-            atomic_write_bytes(folder / name, blob)
+        name, sha = write_hashed(folder, blob, STATIC_FILE)
         self.file, self.sha256, self.folder = name, sha, folder
 
     def _counts(self, texts: list[str]) -> sp.csr_matrix:

@@ -172,7 +172,7 @@ class ByteTrunk(TrunkBase):
         time, with torch; copied afterwards). Called by ``Bundle.save``. A tier's
         sub-bundle names its parent's graph (``../../model-SHA.onnx``): saved anywhere
         else, the bundle gets a copy of its own."""
-        from ..._io import atomic_write_bytes
+        from ..._io import GRAPH_FILE, atomic_write_bytes, write_hashed
 
         if self.graph is not None and self.folder is not None:
             if Path(self.graph).name != self.graph:
@@ -184,11 +184,7 @@ class ByteTrunk(TrunkBase):
                 atomic_write_bytes(target, (self.folder / self.graph).read_bytes())
             self.folder = folder
             return
-        blob = export_graph(self._ensure(), self.config)
-        sha = hashlib.sha256(blob).hexdigest()
-        name = f"model-{sha[:12]}.onnx"
-        if not (folder / name).exists():
-            atomic_write_bytes(folder / name, blob)
+        name, sha = write_hashed(folder, export_graph(self._ensure(), self.config), GRAPH_FILE)
         self.graph, self.graph_sha256, self.folder = name, sha, folder
 
     def share_graph(self, parent: Path, graph: str, sha256: str) -> None:
