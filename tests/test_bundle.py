@@ -502,7 +502,7 @@ def test_hashed_files_are_written_once_under_their_content_name(tmp_path):
     import hashlib
 
     from manyheads._io import GRAPH_FILE, STATIC_FILE, write_hashed
-    from manyheads.bundle.store import NAMED_FILES
+    from manyheads.bundle.store import named_files
 
     name, sha = write_hashed(tmp_path, b"graph bytes", GRAPH_FILE)
     assert sha == hashlib.sha256(b"graph bytes").hexdigest()
@@ -511,4 +511,7 @@ def test_hashed_files_are_written_once_under_their_content_name(tmp_path):
     assert write_hashed(tmp_path, b"graph bytes", GRAPH_FILE) == (name, sha)
     assert (tmp_path / name).stat().st_mtime_ns == before  # the same content: not rewritten
     assert write_hashed(tmp_path, b"table", STATIC_FILE)[0].startswith("static-")
-    assert NAMED_FILES == ("model-*.onnx", "static-*.safetensors")  # what garbage collection keeps
+    assert named_files() == (
+        "model-*.onnx",
+        "static-*.safetensors",
+    )  # what garbage collection keeps

@@ -105,7 +105,7 @@ def test_tier_bundles_share_the_parent_graph_and_weights(trained, tmp_path):
     from safetensors.numpy import load_file
 
     folder, _, _ = trained
-    graph = _spec(folder)["graph"]
+    graph = _spec(folder)["file"]
     assert (folder / graph).is_file()
     assert [p.name for p in folder.rglob("*.onnx")] == [graph]  # one graph file in all
     # the graph holds the trunk's weights: they are not stored a second time
@@ -113,8 +113,8 @@ def test_tier_bundles_share_the_parent_graph_and_weights(trained, tmp_path):
     for tier in (8, 32):
         sub = folder / "tiers" / str(tier)
         spec = _spec(sub)
-        assert spec["graph"] == f"../../{graph}" and spec["tier"] == tier
-        assert spec["graph_sha256"] == _spec(folder)["graph_sha256"]
+        assert spec["file"] == f"../../{graph}" and spec["tier"] == tier
+        assert spec["sha256"] == _spec(folder)["sha256"]
         assert json.loads((sub / "bundle.json").read_text())["trunk_weights"] == (
             "../../heads.safetensors"
         )
@@ -176,7 +176,7 @@ def test_a_later_head_is_fitted_at_every_tier_on_the_frozen_trunk(
 ):
     folder = bundle_copy
     before = {t: Bundle.load(folder, tier=t, cache=None).trunk_fingerprint for t in (8, 16, 32)}
-    graph_before = _spec(folder)["graph"]
+    graph_before = _spec(folder)["file"]
     rows = _rows(debian_rows, 300, 200)
     data = write_jsonl(tmp_path / "more.jsonl", rows)
     cache = tmp_path / "cache"
@@ -199,7 +199,7 @@ def test_a_later_head_is_fitted_at_every_tier_on_the_frozen_trunk(
         assert {"interface", "lib2", "section"} <= set(b.heads)
         assert b.head_info["interface"]["n_train"] + b.head_info["interface"]["n_val"] == 200
         assert store.count(before[tier]) == len(texts)  # every tier's vectors were cached
-    assert _spec(folder)["graph"] == graph_before
+    assert _spec(folder)["file"] == graph_before
     assert [p.name for p in folder.rglob("*.onnx")] == [graph_before]
     answers = Bundle.load(folder, tier=8, cache=None).predict(["a python library"])
     assert set(answers[0]) == {"section", "library", "role", "interface", "lib2"}
@@ -295,8 +295,8 @@ def test_a_tier_bundle_saved_elsewhere_takes_a_copy_of_the_graph(trained, tmp_pa
     folder, _, _ = trained
     sub = Bundle.load(folder, tier=8, cache=None)
     moved = sub.save(tmp_path / "deep" / "moved")
-    graph = _spec(folder)["graph"]
-    assert _spec(moved)["graph"] == graph and (moved / graph).is_file()
+    graph = _spec(folder)["file"]
+    assert _spec(moved)["file"] == graph and (moved / graph).is_file()
     assert not (tmp_path / graph).exists()  # nothing written next to the folder
     assert "trunk_weights" not in json.loads((moved / "bundle.json").read_text())
     again = Bundle.load(moved, cache=None)

@@ -179,7 +179,7 @@ def test_a_saved_byte_bundle_carries_its_graph_and_predicts_without_torch(
     want = b.predict_proba(probe)["library"]  # torch path
     folder = b.save(tmp_path / "b")
     spec = json.loads((folder / "bundle.json").read_text())["trunk"]["spec"]
-    assert spec["graph"].startswith("model-") and (folder / spec["graph"]).is_file()
+    assert spec["file"].startswith("model-") and (folder / spec["file"]).is_file()
     # the weights are stored once: in the graph, not again beside the heads
     from safetensors.numpy import load_file
 
@@ -202,8 +202,8 @@ def test_a_saved_byte_bundle_carries_its_graph_and_predicts_without_torch(
     np.testing.assert_allclose(np.array(json.loads(out.stdout)), want, atol=1e-4)
     # saved elsewhere: the graph travels with the bundle
     moved = again.save(tmp_path / "moved")
-    assert (moved / spec["graph"]).is_file()
-    (folder / spec["graph"]).write_bytes(b"tampered")
+    assert (moved / spec["file"]).is_file()
+    (folder / spec["file"]).write_bytes(b"tampered")
     with pytest.raises(ManyheadsError, match="not the graph"):
         Bundle.load(folder, cache=None).predict(["x"])
 
@@ -242,7 +242,7 @@ def test_a_loaded_byte_bundle_saved_elsewhere_untouched_keeps_its_graph(trained,
     loaded = Bundle.load(tmp_path / "a", cache=None)  # trunk not built: nothing encoded
     loaded.remove_head("library")
     loaded.save(tmp_path / "b")
-    graph = loaded.trunk_reference["spec"]["graph"]
+    graph = loaded.trunk_reference["spec"]["file"]
     assert (tmp_path / "b" / graph).is_file()
     assert set(Bundle.load(tmp_path / "b", cache=None).predict(["some text"])[0]) == {"lib2"}
 
@@ -476,7 +476,7 @@ def test_a_dropped_graph_is_exported_anew_at_the_next_save(trained, tmp_path, mo
     old_graph = loaded.trunk.graph
     loaded.trunk.drop_graph()
     loaded.save(tmp_path / "new")
-    new_graph = loaded.trunk_reference["spec"]["graph"]
+    new_graph = loaded.trunk_reference["spec"]["file"]
     assert new_graph != old_graph and sorted(p.name for p in (tmp_path / "new").glob("*.onnx")) == [
         new_graph
     ]

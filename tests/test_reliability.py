@@ -490,8 +490,17 @@ def _onnx_trunk(sha: Any, file: str = "model.onnx") -> Any:
     return fn
 
 
-def _byte_graph(doc: dict[str, Any]) -> None:
+def _byte_graph(doc: dict[str, Any]) -> None:  # as earlier versions wrote it
     doc["trunk"]["spec"] = {"type": "byte", "graph": "../g.onnx", "graph_sha256": "0" * 64}
+
+
+def _byte_file(doc: dict[str, Any]) -> None:
+    doc["trunk"]["spec"] = {"type": "byte", "file": "../g.onnx", "sha256": "0" * 64}
+
+
+def _onnx_recheck(doc: dict[str, Any]) -> None:
+    twin = {"file": "../f.onnx", "sha256": "0" * 64, "quantile": 0.99, "heads": {}}
+    doc["trunk"]["spec"] = {"type": "onnx", "file": "m.onnx", "sha256": "0" * 64, "recheck": twin}
 
 
 def _static_table(file: str, sha: Any) -> Any:
@@ -514,6 +523,8 @@ HOSTILE_FILES = {
     "onnx-without-sha": (_onnx_trunk(None), r"needs its SHA-256"),
     "onnx-outside": (_onnx_trunk("0" * 64, "../../etc/passwd"), r"leads outside the bundle"),
     "byte-graph-outside": (_byte_graph, r"byte trunk's 'graph' .* leads outside"),
+    "byte-file-outside": (_byte_file, r"byte trunk's 'file' .* leads outside"),
+    "onnx-recheck-outside": (_onnx_recheck, r"'recheck.file' .* leads outside"),
     "static-outside": (_static_table("../t.safetensors", "0" * 64), r"static .* leads outside"),
     "static-without-sha": (_static_table("static-a.safetensors", None), r"needs its SHA-256"),
 }

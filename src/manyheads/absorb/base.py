@@ -51,13 +51,11 @@ def folder_bytes(path: Path) -> int:
 def bundle_bytes(bundle: Bundle, folder: Path) -> int:
     """Bytes on disk of what answering with ``bundle`` (saved in ``folder``) reads: the
     folder and any transformer folder its trunk uses from outside it (``minilm``'s)."""
-    from ..trunks.transformer import TransformerTrunk
-
     folder = Path(folder).resolve()
     outside = {
-        part.path
+        part.model_folder
         for part in bundle.trunk.parts
-        if isinstance(part, TransformerTrunk) and folder not in part.path.parents
+        if part.model_folder is not None and folder not in part.model_folder.parents
     }
     return folder_bytes(folder) + sum(folder_bytes(p) for p in outside)
 

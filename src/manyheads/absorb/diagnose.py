@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -111,6 +111,7 @@ class TrunkDiagnosis:
     k: int
     seed: int
     rank_by: tuple[str, ...] = RANK_BY
+    subject: ClassVar[str] = "trunks"  # what is judged: the key of a report's data
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (JSON-ready); each task with its ``ranking``."""
@@ -135,6 +136,7 @@ class TeacherDiagnosis:
     groups: list[list[str]]
     threshold: float
     seconds: dict[str, float] = field(default_factory=dict)
+    subject: ClassVar[str] = "teachers"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,12 @@ def _teacher_sections(diagnosis: TeacherDiagnosis) -> list[str]:
     ]
 
 
+_SECTIONS: dict[str, Callable[[Any], list[str]]] = {
+    TrunkDiagnosis.subject: _trunk_sections,
+    TeacherDiagnosis.subject: _teacher_sections,
+}
+
+
 def write_diagnosis_report(
     folder: str | os.PathLike[str],
     diagnosis: TrunkDiagnosis | TeacherDiagnosis,
@@ -117,11 +124,8 @@ def write_diagnosis_report(
     require("matplotlib", "report").use("Agg")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if isinstance(diagnosis, TrunkDiagnosis):
-        sections, kind = _trunk_sections(diagnosis), "trunks"
-    else:
-        sections, kind = _teacher_sections(diagnosis), "teachers"
-    doc = {"title": title, kind: diagnosis.as_dict()}
+    sections = _SECTIONS[diagnosis.subject](diagnosis)
+    doc = {"title": title, diagnosis.subject: diagnosis.as_dict()}
     atomic_write_text(folder / "report.json", json.dumps(doc, indent=1) + "\n")
     atomic_write_text(folder / "report.html", html_page(title, sections))
     return folder / "report.html"

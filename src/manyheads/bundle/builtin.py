@@ -11,7 +11,7 @@ from typing import Any
 
 from .._io import describe_os_error, staged_dir
 from ..errors import BundleError, ConfigError
-from ..trunks import spec_has_tiers, spec_tier, spec_type
+from ..trunks.registry import spec_has_tiers, spec_tier, spec_type
 from .store import (
     BUNDLE_JSON,
     DATA_DIR,

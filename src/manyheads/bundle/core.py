@@ -32,14 +32,9 @@ from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHe
 from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
 from ..heads.decode import check_scores
 from ..heads.record import HeadLimits, check_info, check_label_values
-from ..trunks import (
-    Features,
-    Trunk,
-    TrunkBase,
-    load_trunk,
-    spec_tier,
-)
+from ..trunks import Features, Trunk, TrunkBase, load_trunk
 from ..trunks.base import check_texts
+from ..trunks.registry import spec_tier
 from .files import BundleFolder
 from .format import (
     KeptData,

@@ -10,14 +10,15 @@ import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from .._io import atomic_write_bytes, atomic_write_text, describe_os_error
 from ..errors import BundleConflictError, BundleError, DataError, FingerprintMismatchError
 from ..heads.record import HeadLimits
-from ..trunks import Trunk, TrunkBase, load_trunk, spec_graph, spec_keeps_files
+from ..trunks import Trunk, TrunkBase, load_trunk
+from ..trunks.registry import spec_graph, spec_keeps_files
 from .builtin import bundle_tiers, check_writable
 from .format import (
     KeptData,
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..cache import EmbeddingCache
+    from ..trunks.byte import ByteTrunk
+    from ..trunks.onnxrt import OnnxTrunk
 
 __all__ = ["BundleFolder"]
 
@@ -117,8 +120,6 @@ class BundleFolder:
         (``tiers/<dim>/`` of the folder this bundle was saved to); they use this
         bundle's ONNX graph file and trunk weights (its ``heads.safetensors``)
         rather than copies of them. Save this bundle first."""
-        from ..trunks.byte import ByteTrunk
-
         graph = spec_graph(self._trunk_ref["spec"])
         if self.path is None or graph is None:
             raise BundleError("save_tiers needs a byte bundle that was saved first")
@@ -128,8 +129,7 @@ class BundleFolder:
         for tier, sub in tiers.items():
             trunk = sub.trunk
             if (
-                not isinstance(trunk, ByteTrunk)
-                or trunk.tier != tier
+                trunk.tier != tier
                 or tier == own
                 or trunk.with_tier(own).fingerprint != self.trunk_fingerprint
             ):
@@ -137,7 +137,7 @@ class BundleFolder:
                     f"tier {tier}: give a bundle on this bundle's byte trunk at tier {tier}"
                 )
             # the same weights: the parent's graph and weights files, named from tiers/<dim>/
-            trunk.share_graph(self.path, *graph)
+            cast("ByteTrunk", trunk).share_graph(self.path, *graph)
             sub._trunk_weights = (f"../../{HEADS_FILE}", (self.path / HEADS_FILE).resolve())
             out[tier] = sub.save(self.path / TIERS_DIR / str(tier))
         return out
@@ -279,12 +279,11 @@ class BundleFolder:
         fused = self._state.fused
         wanted = {} if fused is None else {n: s.digest for n, s in fused.specs.items()}
         if held is not None and held != wanted:
-            from ..trunks.onnxrt import OnnxTrunk
             from .graph import graph_file_name, rewrite_heads
 
-            assert isinstance(trunk, OnnxTrunk)  # the trunk whose graph holds heads
-            sha = rewrite_heads(folder, trunk, fused)
-            trunk.reload(graph_file_name(sha), sha)
+            exported = cast("OnnxTrunk", trunk)  # the trunk whose graph holds heads
+            sha = rewrite_heads(folder, exported, fused)
+            exported.reload(graph_file_name(sha), sha)
         self._trunk_ref = self._reference(trunk)
 
     def _trunk_in_graph(self) -> bool:

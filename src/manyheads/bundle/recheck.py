@@ -16,14 +16,13 @@ Needs numpy only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from ..heads.fused import FusedHeads, HeadSpec
 from ..trunks.base import TrunkBase
 
-__all__ = ["calibrate_margins", "decision_gaps", "precise_twin", "shifts", "trunk_probabilities"]
+__all__ = ["calibrate_margins", "decision_gaps", "shifts", "trunk_probabilities"]
 
 _EPS = 1e-7
 
@@ -82,25 +81,6 @@ def calibrate_margins(
     }
 
 
-def precise_twin(trunk: TrunkBase) -> tuple[TrunkBase, Any] | None:
-    """``(the same trunk with its int8 graph swapped for the float one, that int8
-    part)``, or None when no part of ``trunk`` keeps a float graph to recheck with."""
-    from ..trunks.onnxrt import OnnxTrunk
-
-    parts = list(trunk.parts)
-    found = [i for i, p in enumerate(parts) if isinstance(p, OnnxTrunk) and p.recheck]
-    if not found:
-        return None
-    part = parts[found[0]]
-    assert isinstance(part, OnnxTrunk)
-    if trunk is part:
-        return part.precise(), part
-    from ..trunks import CompositeTrunk
-
-    parts[found[0]] = part.precise()
-    return CompositeTrunk(parts, trunk.part_weights), part
-
-
 def _computed(
     trunk: TrunkBase, fused: FusedHeads, texts: list[str], names: Sequence[str]
 ) -> dict[str, np.ndarray]:
@@ -121,7 +101,7 @@ def trunk_probabilities(
     A head the margins do not cover (added or changed since the export) decides
     nothing here."""
     probs = _computed(trunk, fused, texts, names)
-    twin = precise_twin(trunk)
+    twin = trunk.precise_twin()
     if twin is None or not texts:
         return probs
     precise, part = twin

@@ -14,7 +14,6 @@ from ..heads.kinds import SET_KINDS
 from ..trunks import Features
 from ..trunks.base import Encoding, TrunkBase
 from .pieces import mean_of_pieces, pieces_of
-from .recheck import precise_twin
 from .state import HeadSet
 
 __all__ = ["PredictSteps", "predict_steps", "with_blanks"]
@@ -75,7 +74,7 @@ def predict_steps(
     filled = [t for t in texts if t.strip()]
     cut = pieces_of(filled, max_chars)
     pieces = filled if cut is None else cut[0]
-    encoding = None if not pieces or precise_twin(trunk) else trunk.encoding(pieces)
+    encoding = None if not pieces or trunk.precise_twin() else trunk.encoding(pieces)
 
     def from_vectors(X: Features) -> Answers:
         probs = fused.probabilities(X, names)

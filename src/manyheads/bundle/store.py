@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._io import HASHED_FILES, remove_stale_temps
+from .._io import remove_stale_temps
 from .._text import loads_json
-from ..errors import BundleError
+from ..errors import BundleError, ConfigError
+from ..trunks.registry import hashed_file_kinds, spec_files
 
 __all__ = [
     "BUNDLE_JSON",
@@ -43,6 +44,7 @@ __all__ = [
     "collect_garbage",
     "folder_lock",
     "has_bundle",
+    "named_files",
     "own_path",
     "read_document",
     "read_folder",
@@ -55,7 +57,6 @@ TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a 
 LOCK_FILE = ".lock"
 DATA_RE = re.compile(r"^data/[0-9a-f]{24}\.jsonl\.gz$")
 TRUNK_DIRS = "trunk-*"  # a fine-tuned transformer kept in the bundle
-NAMED_FILES = tuple(f"{prefix}-*{suffix}" for prefix, suffix in HASHED_FILES)
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -297,33 +298,18 @@ def _check_sha(folder: Path, value: Any, what: str) -> None:
 
 
 def _check_trunk_paths(spec: Any, folder: Path, root: Path) -> None:
+    """Every file a trunk spec (and its parts) names lies inside the bundle, and those
+    the spec must pin have their SHA-256."""
     if not isinstance(spec, dict):
         raise BundleError(f"{folder / BUNDLE_JSON}: a trunk spec must be an object, got {spec!r}")
-    kind = spec.get("type")
-    if kind == "composite":
-        parts = spec.get("parts")
-        if not isinstance(parts, list) or not parts:
-            raise BundleError(f"{folder / BUNDLE_JSON}: a composite trunk needs a list of parts")
-        for part in parts:
-            _check_trunk_paths(part, folder, root)
-    elif kind == "onnx":
-        inside(folder, spec.get("file"), "the ONNX graph 'file'", root=root)
-        inside(folder, spec.get("tokenizer", "tokenizer.json"), "the 'tokenizer' file", root=root)
-        _check_sha(folder, spec.get("sha256"), "the ONNX graph 'file'")
-    elif kind == "byte":
-        if spec.get("graph") is not None:
-            inside(folder, spec["graph"], "the byte trunk's 'graph'", root=root)
-            _check_sha(folder, spec.get("graph_sha256"), "the byte trunk's 'graph'")
-    elif kind == "static":
-        if spec.get("file") is not None:
-            inside(folder, spec["file"], "the static trunk's 'file'", root=root)
-            _check_sha(folder, spec.get("sha256"), "the static trunk's 'file'")
-    elif kind == "transformer":
-        path = spec.get("path")
-        # an absolute path is a model folder of the user's, checked by its fingerprint;
-        # a relative one is a fine-tuned trunk kept inside the bundle
-        if not (isinstance(path, str) and os.path.isabs(path)):
-            inside(folder, path, "the transformer trunk's 'path'", root=root)
+    try:
+        files = spec_files(spec)
+    except ConfigError as exc:
+        raise BundleError(f"{folder / BUNDLE_JSON}: {exc}") from None
+    for file in files:
+        inside(folder, file.path, file.what, root=root)
+        if file.pinned:
+            _check_sha(folder, file.sha256, file.what)
 
 
 def check_paths(doc: dict[str, Any], folder: Path) -> None:
@@ -385,11 +371,17 @@ def collect_garbage(folder: Path, bundle_json: str) -> None:
     for old in folder.glob(TRUNK_DIRS):
         if old.is_dir() and f'"{old.name}"' not in bundle_json:
             shutil.rmtree(old, ignore_errors=True)
-    for pattern in NAMED_FILES:
+    for pattern in named_files():
         for old in folder.glob(pattern):
             if old.is_file() and f'"{old.name}"' not in bundle_json:
                 old.unlink(missing_ok=True)
     remove_stale_temps(folder)
+
+
+def named_files() -> tuple[str, ...]:
+    """Patterns of the files named by their content that a bundle's trunk may keep (what
+    a save's garbage collection looks at)."""
+    return tuple(f"{prefix}-*{suffix}" for prefix, suffix in hashed_file_kinds())
 
 
 def _own_leftover(entry: Path) -> bool:
@@ -407,7 +399,7 @@ def _own_leftover(entry: Path) -> bool:
                 DATA_RE.match(f"{DATA_DIR}/{c.name}") or _own_leftover(c) for c in entry.iterdir()
             )
         return entry.match(TRUNK_DIRS) or (name.startswith(".") and ".tmp-" in name)
-    return any(entry.match(p) for p in NAMED_FILES)
+    return any(entry.match(p) for p in named_files())
 
 
 def clear_first_save(folder: Path) -> bool:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from ..bundle import Bundle, check_writable
 from ..bundle.graph import HEADS, compose_heads, const, graph_file_name, serialize
 from ..bundle.recheck import calibrate_margins
 from ..errors import BundleError, ConfigError, require
-from ..trunks import CompositeTrunk, TransformerTrunk
+from ..trunks import TransformerTrunk
 from ..trunks.base import file_sha256
 from ..trunks.onnxrt import EMBEDDING, OnnxTrunk
 
@@ -213,8 +213,8 @@ def export_bundle(
     texts = _calibration_texts(bundle, int8, recheck, calibration, recheck_quantile)
     trunk = bundle.trunk
     parts = list(trunk.parts)
-    neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
-    if any(isinstance(p, OnnxTrunk) for p in parts):
+    neural = [i for i, p in enumerate(parts) if p.tunable]
+    if any(p.exported for p in parts):
         raise ConfigError(
             "this bundle is already exported to ONNX; export its source bundle "
             "(the one trained with the transformer trunk) again"
@@ -294,7 +294,7 @@ def _export_into(
 ) -> None:
     """Write the exported bundle into the staged folder ``work``."""
     onnx = require("onnx", "onnx")
-    source: TransformerTrunk = parts[neural]  # checked by the caller
+    source = cast(TransformerTrunk, parts[neural])  # the tunable part, checked by the caller
     composite = len(parts) > 1
     trunk = bundle.trunk
     encoder = work / "encoder.onnx"
@@ -321,9 +321,7 @@ def _export_into(
     def on(part: OnnxTrunk) -> Bundle:
         new_parts = list(parts)
         new_parts[neural] = part
-        if isinstance(trunk, CompositeTrunk):
-            return bundle.with_trunk(CompositeTrunk(new_parts, trunk.weights))
-        return bundle.with_trunk(part)
+        return bundle.with_trunk(trunk.with_parts(new_parts))
 
     file, sha = named(graph)
     common: dict[str, Any] = dict(

@@ -17,7 +17,6 @@ from ..cache import EmbeddingCache
 from ..data import Dataset, split_indices
 from ..heads.kinds import SET_KINDS
 from ..trunks.base import l2_normalise
-from ..trunks.byte import ByteTrunk
 from .options import BYTE_TRUNK_EPOCHS, TaskSpec, TrainReport
 
 if TYPE_CHECKING:
@@ -113,13 +112,13 @@ def train_byte_heads(
                 else Bundle(trunk=bundle.trunk, cache=temporary)
             )
         trunk = bundle.trunk
-        assert isinstance(trunk, ByteTrunk) and bundle.tier is not None
+        assert bundle.tier is not None
         if bundle.path is not None:
             subs = bundle.tier_bundles()
         else:
             subs = {
                 t: Bundle(trunk=trunk.with_tier(t), cache=bundle.cache)
-                for t in trunk.config.dims
+                for t in trunk.tiers
                 if t != bundle.tier
             }
         return _fit_at_tiers(dataset, specs, folder, bundle, subs, split, val_fraction, common)
@@ -197,7 +196,6 @@ def _embed_tiers_once(bundles: list[Bundle], texts: list[str], progress: bool) -
         return
     todo = [t for t in unique if t in missing]
     trunk = bundles[0].trunk
-    assert isinstance(trunk, ByteTrunk)
-    full = trunk.with_tier(trunk.config.dims[-1]).encode(todo, progress=progress)
+    full = trunk.with_tier(trunk.tiers[-1]).encode(todo, progress=progress)
     for b in bundles:
         cache.put(b.trunk_fingerprint, todo, l2_normalise(np.ascontiguousarray(full[:, : b.dim])))

@@ -9,16 +9,16 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import numpy as np
 
 from ..errors import ConfigError, DataError
 from ..heads import check_head_name, check_kind
 from ..heads.linear import LinearHead
-from ..trunks import CompositeTrunk, TransformerTrunk
+from ..trunks import TransformerTrunk
 from ..trunks.base import TrunkBase, check_texts
-from ..trunks.onnxrt import OnnxTrunk
+from ..trunks.registry import replace_part_spec
 from .fit import FitOptions, FitTarget, HeadSummary, split
 from .lpft import FinetuneReport, finetune_transformer, training_embeddings
 
@@ -222,18 +222,16 @@ def tuned_transformer(bundle: TunableBundle) -> tuple[int, TransformerTrunk]:
     """The index and the trunk of ``bundle``'s one transformer part (what fine-tuning
     changes); anything else is refused in one line."""
     parts: list[TrunkBase] = bundle.trunk.parts
-    neural = [i for i, p in enumerate(parts) if isinstance(p, TransformerTrunk)]
+    neural = [i for i, p in enumerate(parts) if p.tunable]
     if len(neural) != 1:
         raise ConfigError(
             "an exported (ONNX) bundle cannot be fine-tuned: fine-tune the bundle it was "
             "exported from and export it again"
-            if any(isinstance(p, OnnxTrunk) for p in parts)
+            if any(p.exported for p in parts)
             else f"fine-tuning needs a trunk with exactly one transformer part; this "
             f"bundle's trunk is {bundle.trunk_name!r}"
         )
-    source = parts[neural[0]]
-    assert isinstance(source, TransformerTrunk)
-    return neural[0], source
+    return neural[0], cast(TransformerTrunk, parts[neural[0]])  # the one tunable type
 
 
 def tune_trunk(
@@ -261,12 +259,5 @@ def tune_trunk(
     spec["path"] = rel  # relative: the bundle folder can move
     new_parts = list(trunk.parts)
     new_parts[index] = tuned
-    new_trunk: TrunkBase = (
-        CompositeTrunk(new_parts, trunk.weights) if isinstance(trunk, CompositeTrunk) else tuned
-    )
-    new_spec = new_trunk.spec()
-    if isinstance(new_trunk, CompositeTrunk):
-        new_spec["parts"][index] = spec
-    else:
-        new_spec = spec
-    return report, new_trunk, new_spec
+    new_trunk = trunk.with_parts(new_parts)
+    return report, new_trunk, replace_part_spec(new_trunk.spec(), index, spec)

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 
@@ -55,6 +55,22 @@ class Trunk(Protocol):
 Features: TypeAlias = "np.ndarray | sp.csr_matrix"
 
 
+class SpecFile(NamedTuple):
+    """A file of the bundle folder that a trunk spec names: ``what`` it is (as messages
+    say it), its ``path`` as the spec holds it, and whether the spec must pin it by its
+    SHA-256 (``pinned``, the hash in ``sha256``)."""
+
+    what: str
+    path: Any
+    sha256: Any = None
+    pinned: bool = False
+
+
+def _plain_defaults(params: Any, names: set[str]) -> dict[str, Any]:
+    plain = (bool, int, float, str)
+    return {p.name: p.default for p in params if p.name in names and isinstance(p.default, plain)}
+
+
 class TrunkBase:
     """The rest of the trunk protocol, with the answers of a plain trunk: every built-in
     trunk derives from it, and :func:`~manyheads.trunks.load_trunk` wraps a trunk object
@@ -92,6 +108,70 @@ class TrunkBase:
     _name: str
     _dim: int
     _fingerprint: str
+
+    # -- the trunk type: what a spec of it holds, and what it can do -------
+    # (read by the registry, :mod:`manyheads.trunks.registry`, without building one)
+
+    type_name: ClassVar[str] = ""
+    """The spec's ``type`` (``""``: a trunk that no spec names)."""
+    tunable: ClassVar[bool] = False
+    """A transformer whose weights fine-tuning changes and export writes to a graph."""
+    exported: ClassVar[bool] = False
+    """A graph exported from a tunable trunk (fine-tune and export its source instead)."""
+    has_tiers: ClassVar[bool] = False
+    """Serves nested embedding sizes (``tier``, ``tiers``, ``with_tier``)."""
+    keeps_files: ClassVar[bool] = False
+    """Keeps files in the bundle folder (``save_files``), so saving builds it."""
+    hashed_files: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """The kinds of files named by their content (``_io.hashed_name``) it writes."""
+    _not_settings: ClassVar[tuple[str, ...]] = ()
+    """Parameters of ``__init__`` that a spec never holds."""
+
+    @classmethod
+    def _init_parameters(cls) -> list[Any]:
+        import inspect
+
+        params = inspect.signature(cls.__init__).parameters.values()
+        loose = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+        return [p for p in params if p.name != "self" and p.kind not in loose]
+
+    @classmethod
+    def spec_settings(cls) -> set[str]:
+        """The settings a spec of this type may hold: ``__init__``'s parameters."""
+        return {p.name for p in cls._init_parameters()} - set(cls._not_settings)
+
+    @classmethod
+    def spec_defaults(cls) -> dict[str, Any]:
+        """The default of each setting that has a plain one (a spec's value must be of
+        its type)."""
+        return _plain_defaults(cls._init_parameters(), cls.spec_settings())
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        """The trunk of a spec's settings (``base``: the bundle folder). JSON lists are
+        given back as tuples where ``__init__``'s default is one."""
+        tuples = {p.name for p in cls._init_parameters() if isinstance(p.default, tuple)}
+        return cls(
+            **{
+                k: tuple(v) if k in tuples and isinstance(v, list) else v
+                for k, v in options.items()
+            }
+        )
+
+    @classmethod
+    def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
+        """The bundle folder's files that a spec of this type names (not its parts')."""
+        return []
+
+    @classmethod
+    def spec_parts(cls, options: dict[str, Any]) -> list[Any]:
+        """The specs of the parts a spec of this type holds (a composite's)."""
+        return []
+
+    @classmethod
+    def spec_name(cls, options: dict[str, Any]) -> str | None:
+        """The name ``load_trunk`` takes for this spec; ``None`` when no name gives it."""
+        return None
 
     @property
     def name(self) -> str:
@@ -172,6 +252,32 @@ class TrunkBase:
 
     @property
     def tier(self) -> int | None:
+        return None
+
+    @property
+    def tiers(self) -> tuple[int, ...]:
+        """The nested embedding sizes this trunk's weights serve (none: ``()``)."""
+        return ()
+
+    def with_tier(self, tier: int) -> TrunkBase:
+        """The same weights serving nested size ``tier`` (a trunk with tiers)."""
+        raise ConfigError(f"the {self.name} trunk has no tiers; tier {tier} cannot be served")
+
+    def with_parts(self, parts: Sequence[TrunkBase]) -> TrunkBase:
+        """This trunk with its parts (``parts``, in order) replaced: a plain trunk is its
+        one part."""
+        if len(parts) != 1:
+            raise ConfigError(f"the {self.name} trunk has one part, got {len(parts)}")
+        return parts[0]
+
+    @property
+    def model_folder(self) -> Path | None:
+        """A model folder outside the bundle that this trunk reads (a transformer's)."""
+        return None
+
+    def precise_twin(self) -> tuple[TrunkBase, Any] | None:
+        """``(this trunk with its int8 graph swapped for the float one, that int8
+        part)``, or None when no part keeps a float graph to recheck with."""
         return None
 
     @property

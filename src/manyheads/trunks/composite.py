@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError
 from .base import Encoding, Features, TrunkAdapter, TrunkBase, check_texts
+from .presets import COMPOSITE_PRESETS
 
 
 def composite_name(names: list[str], weights: list[float] | None) -> str:
@@ -34,6 +35,32 @@ def composite_name(names: list[str], weights: list[float] | None) -> str:
 
 class CompositeTrunk(TrunkBase):
     """Concatenation of ``parts`` with per-part ``weights``."""
+
+    type_name = "composite"
+
+    @classmethod
+    def spec_parts(cls, options: dict[str, Any]) -> list[Any]:
+        parts = options.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise ConfigError(f"a composite trunk spec needs a list of 'parts', got {parts!r}")
+        return parts
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        from .registry import trunk_from_spec
+
+        parts = [trunk_from_spec(p, base) for p in cls.spec_parts(options)]
+        return cls(parts, options.get("weights"))
+
+    @classmethod
+    def spec_name(cls, options: dict[str, Any]) -> str | None:
+        from .registry import spec_name
+
+        names = [spec_name(p) for p in options.get("parts", [])]
+        if any(n is None for n in names):
+            return None
+        name = composite_name([str(n) for n in names], options.get("weights"))
+        return next((k for k, v in COMPOSITE_PRESETS.items() if v == name), name)
 
     def __init__(self, parts: Sequence[TrunkBase], weights: Sequence[float] | None = None) -> None:
         parts = [p if isinstance(p, TrunkBase) else TrunkAdapter(p) for p in parts]
@@ -78,6 +105,18 @@ class CompositeTrunk(TrunkBase):
             h.update(p.fingerprint.encode())
             h.update(repr(w).encode())
         return h.hexdigest()[:16]
+
+    def with_parts(self, parts: Sequence[TrunkBase]) -> TrunkBase:
+        return CompositeTrunk(parts, self.weights)
+
+    def precise_twin(self) -> tuple[TrunkBase, Any] | None:
+        for i, part in enumerate(self._parts):
+            twin = part.precise_twin()
+            if twin is not None:
+                parts = list(self._parts)
+                parts[i] = twin[0]
+                return CompositeTrunk(parts, self.weights), twin[1]
+        return None
 
     def spec(self) -> dict[str, Any]:
         return {

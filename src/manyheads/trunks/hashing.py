@@ -48,7 +48,7 @@ class HashingTrunk(IdfTrunk):
     """
 
     cacheable = False  # recomputing is cheaper than reading wide vectors back
-    _kind = "hashing"
+    type_name = "hashing"
 
     def __init__(
         self,

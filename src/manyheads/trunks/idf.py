@@ -18,13 +18,17 @@ __all__ = ["IdfTrunk"]
 class IdfTrunk(TrunkBase):
     """A trunk of ``dim`` buckets that may weight them by ``log((1 + n) / (1 + df)) + 1``.
 
-    A subclass sets ``_kind`` (its spec type, named in messages), ``idf`` and ``_dim``,
-    and answers ``_config()`` and ``_bucket_rows(texts)`` (the buckets each text has)."""
+    A subclass sets ``type_name`` (its spec type, named in messages), ``idf`` and
+    ``_dim``, and answers ``_config()`` and ``_bucket_rows(texts)`` (the buckets each
+    text has)."""
 
-    _kind: str
     idf: bool
     idf_: np.ndarray | None = None
     _hashed: str | None = None
+
+    @classmethod
+    def spec_name(cls, options: dict[str, Any]) -> str | None:
+        return cls.from_spec(options, None).name
 
     def _config(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -43,7 +47,7 @@ class IdfTrunk(TrunkBase):
         if not self.idf:
             return self
         if not texts:
-            raise ManyheadsError(f"cannot fit the {self._kind} trunk's idf on zero texts")
+            raise ManyheadsError(f"cannot fit the {self.type_name} trunk's idf on zero texts")
         df = np.zeros(self._dim, dtype=np.float64)
         for buckets in self._bucket_rows(texts):
             df += np.bincount(buckets, minlength=self._dim)
@@ -62,7 +66,7 @@ class IdfTrunk(TrunkBase):
         if idf is None or idf.shape != (self._dim,):
             shape = None if idf is None else idf.shape
             raise ManyheadsError(
-                f"{self._kind} trunk state needs an 'idf' vector of shape ({self._dim},), "
+                f"{self.type_name} trunk state needs an 'idf' vector of shape ({self._dim},), "
                 f"got {shape}"
             )
         self.idf_ = np.asarray(idf, dtype=np.float32)
@@ -71,7 +75,7 @@ class IdfTrunk(TrunkBase):
     def _check_fitted(self) -> None:
         if self.needs_fit:
             raise ManyheadsError(
-                f"this {self._kind} trunk weights n-grams by idf and must be fitted on "
+                f"this {self.type_name} trunk weights n-grams by idf and must be fitted on "
                 f"training texts first (train a head into a new bundle)"
             )
 
@@ -81,8 +85,8 @@ class IdfTrunk(TrunkBase):
             import hashlib
 
             extra = [] if self.idf_ is None else [hashlib.sha256(self.idf_.tobytes()).digest()]
-            self._hashed = config_fingerprint(self._kind, self._config(), *extra)
+            self._hashed = config_fingerprint(self.type_name, self._config(), *extra)
         return self._hashed
 
     def spec(self) -> dict[str, Any]:
-        return {"type": self._kind, **self._config()}
+        return {"type": self.type_name, **self._config()}

@@ -147,7 +147,7 @@ class NgramTrunk(IdfTrunk):
     """
 
     cacheable = False  # recomputing is cheaper than reading wide vectors back
-    _kind = "ngram"
+    type_name = "ngram"
 
     def __init__(
         self,

@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from .._io import GRAPH_FILE
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
-from .base import Encoding, TrunkBase, check_texts, load_tokenizer_file
+from .base import Encoding, SpecFile, TrunkBase, check_texts, load_tokenizer_file
 from .windows import WindowEncoding, token_windows, window_work
 
 EMBEDDING = "embedding"
@@ -227,6 +228,38 @@ class OnnxTrunk(TrunkBase):
 
     cacheable = True
     spread = "auto"
+    type_name = "onnx"
+    exported = True
+    keeps_files = True
+    hashed_files = (GRAPH_FILE,)
+    _not_settings = ("folder",)
+
+    @classmethod
+    def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
+        recheck = options.get("recheck")
+        twin = (
+            [
+                SpecFile(
+                    "the float graph 'recheck.file'",
+                    recheck.get("file"),
+                    recheck.get("sha256"),
+                    True,
+                )
+            ]
+            if isinstance(recheck, dict)
+            else []
+        )
+        return [
+            SpecFile("the ONNX graph 'file'", options.get("file"), options.get("sha256"), True),
+            SpecFile("the 'tokenizer' file", options.get("tokenizer", "tokenizer.json")),
+            *twin,
+        ]
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        if base is None:
+            raise ManyheadsError("an ONNX trunk is loaded from its bundle folder (Bundle.load)")
+        return cls(base, **options)
 
     def __init__(
         self,
@@ -401,6 +434,9 @@ class OnnxTrunk(TrunkBase):
         # spread as this graph is: one text per call answers a text whatever its batch
         twin.spread = self.resolved_spread()
         return twin
+
+    def precise_twin(self) -> tuple[TrunkBase, Any] | None:
+        return (self.precise(), self) if self.recheck else None
 
     def recheck_margins(self, heads: Mapping[str, str]) -> dict[str, float]:
         """``{head: margin}`` for those of ``heads`` (``{name: digest}``) whose margin

