@@ -166,6 +166,15 @@ def _scheduler(torch: Any, optimizer: Any, settings: LoopSettings, total: int) -
     return None
 
 
+def _diverged(settings: LoopSettings, epoch: int, loss: float) -> ConfigError:
+    """The one message of a training whose loss is no longer a finite number."""
+    return ConfigError(
+        f"{settings.name} diverged in epoch {epoch} (loss {loss}); "
+        f"lower {{{settings.lr_name}}} (now {settings.lr!r})",
+        options=(settings.lr_name,),
+    )
+
+
 def train_loop(
     settings: LoopSettings,
     params: Sequence[Any],
@@ -214,11 +223,7 @@ def train_loop(
                 if loss is None:
                     continue
                 if not torch.isfinite(loss):
-                    raise ConfigError(
-                        f"{settings.name} diverged in epoch {epoch} (loss {float(loss)}); "
-                        f"lower {{{settings.lr_name}}} (now {settings.lr!r})",
-                        options=(settings.lr_name,),
-                    )
+                    raise _diverged(settings, epoch, float(loss.detach()))
                 loss.backward()
                 if settings.clip_norm is not None:
                     torch.nn.utils.clip_grad_norm_(weights, settings.clip_norm)
