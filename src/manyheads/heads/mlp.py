@@ -21,14 +21,13 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
 from .kinds import PATH_SEP, SET_KINDS
-from .nn import task_loss
+from .nn import LoopSettings, seeded, shuffled, task_loss, train_loop
 from .record import check_record
 
 __all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
 
 _MIN_HOLDOUT = 5  # fewer internal validation rows than this: no internal hold-out
 _THREADED_STEP_MACS = 2**28  # smaller minibatch steps (batch * d * hidden) run on one thread
-_IMPROVEMENT = 1e-6  # relative decrease of the validation loss that counts as better
 _PARAM_NAMES = (
     "hidden",
     "dropout",
@@ -327,57 +326,32 @@ class MLPHead(HeadBase):
         Xv_s = None if Xv_t is None else (Xv_t - mu_t) * scale
 
         hidden, batch = int(self.hidden), int(self.batch_size)
-        with torch.random.fork_rng(devices=[]), _torch_threads(torch, batch * d * hidden):
-            torch.manual_seed(seed)
+        with seeded(seed) as generator, _torch_threads(torch, batch * d * hidden):
             first = torch.nn.Linear(d, hidden)
             second = torch.nn.Linear(hidden, n_out)
             model = torch.nn.Sequential(
                 first, torch.nn.ReLU(), torch.nn.Dropout(float(self.dropout)), second
             )
-            optimizer = torch.optim.AdamW(
+            settings = LoopSettings(
+                name="MLP head training",
+                epochs=int(self.max_epochs),
+                lr=float(self.lr),
+                weight_decay=self.weight_decay,
+                patience=int(self.patience),
+            )
+            done = train_loop(
+                settings,
                 [
-                    {"params": [first.weight, second.weight], "weight_decay": self.weight_decay},
+                    {"params": [first.weight, second.weight]},
                     {"params": [first.bias, second.bias], "weight_decay": 0.0},
                 ],
-                lr=float(self.lr),
+                shuffled(n, batch, generator),
+                lambda rows: loss_fn(model((X_t[rows] - mu_t) * scale), y_t[rows]),
+                validation_loss=None if Xv_s is None else lambda: loss_fn(model(Xv_s), yv_t),
+                module=model,
             )
-            generator = torch.Generator().manual_seed(seed)
-            params = [first.weight, first.bias, second.weight, second.bias]
-            best_loss, best_epoch = np.inf, 0
-            best_state: list[Any] | None = None
-            epoch = 0
-            for epoch in range(1, int(self.max_epochs) + 1):
-                model.train()
-                perm = torch.randperm(n, generator=generator)
-                total = torch.zeros(())
-                for start in range(0, n, batch):
-                    rows = perm[start : start + batch]
-                    loss = loss_fn(model((X_t[rows] - mu_t) * scale), y_t[rows])
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-                    total += loss.detach()
-                if not torch.isfinite(total):
-                    raise ConfigError(
-                        f"MLP head training diverged in epoch {epoch} (loss {float(total)}); "
-                        f"lower lr (now {self.lr!r})"
-                    )
-                if Xv_s is None:
-                    continue
-                model.eval()
-                with torch.no_grad():
-                    val_loss = float(loss_fn(model(Xv_s), yv_t))
-                if best_state is None or val_loss < best_loss * (1 - _IMPROVEMENT):
-                    best_loss, best_epoch = val_loss, epoch
-                    best_state = [p.detach().clone() for p in params]
-                elif epoch - best_epoch >= int(self.patience):
-                    break
-            self.n_epochs_ = epoch
-            if best_state is None:  # no validation data: the last epoch's weights
-                self.best_epoch_ = epoch
-                best_state = [p.detach() for p in params]
-            else:
-                self.best_epoch_ = best_epoch
+        self.n_epochs_, self.best_epoch_ = done.epochs, done.best_epoch
+        best_state = [p.detach() for p in (first.weight, first.bias, second.weight, second.bias)]
         W1, b1, W2, b2 = (t.numpy().astype(np.float64) for t in best_state)
         mu = mu_t.numpy().astype(np.float64)
         # relu(((x - mu) * scale) @ W1.T + b1) == relu(x @ (scale * W1.T) + (b1 - scale * W1 @ mu))

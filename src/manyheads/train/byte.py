@@ -17,7 +17,7 @@ like on any other (``Bundle.fit_head``), from cached vectors.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +25,14 @@ import numpy as np
 
 from ..errors import ConfigError, DataError, require
 from ..heads.kinds import SET_KINDS, check_kind
-from ..heads.nn import task_loss
+from ..heads.nn import LoopSettings, task_loss, train_loop
 from ..heads.targets import Targets, learn_targets
 from ..trunks.base import check_texts
 from ..trunks.byte import BAG_INITS, ByteConfig, ByteTrunk, byte_ids
 from ..trunks.byte.config import PAD, quantize_rows
 from ..trunks.byte.model import build_module
 
-__all__ = ["ByteTrainSummary", "train_byte_trunk"]
+__all__ = ["ByteTrainSummary", "ByteTraining", "train_byte_trunk"]
 
 
 @dataclass
@@ -44,6 +44,68 @@ class ByteTrainSummary:
     seconds: float
     losses: list[float] = field(default_factory=list)  # mean loss per epoch
     task_weights: dict[str, float] = field(default_factory=dict)  # exp(-s) at the end
+
+
+@dataclass(frozen=True)
+class ByteTraining:
+    """How :func:`train_byte_trunk` trains (its options, described there); each one is
+    checked when the object is made, those that name tasks when training starts."""
+
+    epochs: int = 4
+    batch_size: int = 64
+    lr: float = 2e-3
+    seed: int = 0
+    weighting: str = "chance"
+    dropout: float = 0.0
+    path_dropout: float = 0.5
+    bag_init: str = "small"
+    crop: float = 0.0
+    crop_tasks: Sequence[str] | None = None
+    crop_min: int = 16
+    task_weights: Mapping[str, float] | None = None
+    threads: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.bag_init not in BAG_INITS:
+            raise ConfigError(
+                f"bag_init must be one of {', '.join(BAG_INITS)}, got {self.bag_init!r}"
+            )
+        if self.weighting not in ("chance", "uncertainty"):
+            raise ConfigError(
+                f"weighting must be 'chance' or 'uncertainty', got {self.weighting!r}"
+            )
+        if self.epochs < 1 or self.batch_size < 1 or not self.lr > 0:
+            raise ConfigError("epochs and batch_size must be positive, lr > 0")
+        for setting in ("dropout", "path_dropout", "crop"):
+            rate = getattr(self, setting)
+            if not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
+                raise ConfigError(f"{setting} must be in [0, 1), got {rate!r}")
+        crop_min = self.crop_min
+        if not isinstance(crop_min, int) or isinstance(crop_min, bool) or crop_min < 1:
+            raise ConfigError(f"crop_min must be a positive integer, got {crop_min!r}")
+
+    def weights(self, tasks: Collection[str]) -> dict[str, float]:
+        """The factor on each task's loss (``task_weights``; 1 for a task it leaves out)."""
+        weights = {n: 1.0 for n in tasks}
+        for name, factor in (self.task_weights or {}).items():
+            if name not in tasks:
+                raise ConfigError(f"task_weights names a task not trained: {name!r}")
+            if not isinstance(factor, int | float) or isinstance(factor, bool) or not factor > 0:
+                raise ConfigError(
+                    f"task_weights[{name!r}] must be a positive number, got {factor!r}"
+                )
+            weights[name] = float(factor)
+        return weights
+
+    def kept_on_crop(self, tasks: Collection[str]) -> set[str]:
+        """The tasks whose labels a piece of a text keeps (``crop_tasks``)."""
+        keep = set(tasks) if self.crop_tasks is None else set(self.crop_tasks)
+        if keep - set(tasks):
+            raise ConfigError(
+                f"crop_tasks names tasks not trained: {', '.join(sorted(keep - set(tasks)))}"
+            )
+        return keep
 
 
 def _targets(name: str, labels: Sequence[Any], kind: str) -> Targets:
@@ -108,21 +170,8 @@ def train_byte_trunk(
     tasks: dict[str, tuple[Sequence[Any], str]],
     *,
     config: ByteConfig | None = None,
-    epochs: int = 4,
-    batch_size: int = 64,
-    lr: float = 2e-3,
-    seed: int = 0,
-    weighting: str = "chance",
-    dropout: float = 0.0,
-    path_dropout: float = 0.5,
-    bag_init: str = "small",
-    crop: float = 0.0,
-    crop_tasks: Sequence[str] | None = None,
-    crop_min: int = 16,
-    task_weights: dict[str, float] | None = None,
     start: ByteTrunk | None = None,
-    threads: int | None = None,
-    progress: bool = False,
+    **options: Any,
 ) -> tuple[ByteTrunk, ByteTrainSummary]:
     """Train a byte trunk on ``texts`` jointly for ``tasks`` (``{name: (labels, kind)}``;
     a label may be ``None``: that text does not count for that task).
@@ -149,11 +198,16 @@ def train_byte_trunk(
     must not miss, such as secrets among many texts without, can weigh more).
     ``start``: a byte trunk of the same config to go on training from (its
     weights, the bag's int8 rows read back as floats) instead of new weights; the
-    training heads start new either way. AdamW with a one-cycle learning rate.
+    training heads start new either way. The options are the fields of
+    :class:`ByteTraining` (``epochs``, ``batch_size``, ``lr``, ``seed``, ``threads``:
+    torch's thread count, ``progress``: a progress bar, and the ones above), by name.
+    AdamW with a one-cycle learning rate, gradients clipped to norm 1
+    (:func:`~manyheads.heads.nn.train_loop`).
     Returns the trunk (its training heads dropped) and a summary.
     """
     import time
 
+    settings = ByteTraining(**options)
     torch = require("torch", "transformers")
     config = config or ByteConfig()
     texts = check_texts(texts)
@@ -166,39 +220,23 @@ def train_byte_trunk(
             raise DataError(f"task {name!r}: give (labels, kind)")
         if len(value[0]) != len(texts):
             raise DataError(f"task {name!r}: {len(value[0])} labels for {len(texts)} texts")
-    if bag_init not in BAG_INITS:
-        raise ConfigError(f"bag_init must be one of {', '.join(BAG_INITS)}, got {bag_init!r}")
-    if weighting not in ("chance", "uncertainty"):
-        raise ConfigError(f"weighting must be 'chance' or 'uncertainty', got {weighting!r}")
-    if epochs < 1 or batch_size < 1 or not lr > 0:
-        raise ConfigError("epochs and batch_size must be positive, lr > 0")
-    for setting, rate in (("dropout", dropout), ("path_dropout", path_dropout), ("crop", crop)):
-        if not isinstance(rate, int | float) or not 0.0 <= rate < 1.0:
-            raise ConfigError(f"{setting} must be in [0, 1), got {rate!r}")
-    if not isinstance(crop_min, int) or isinstance(crop_min, bool) or crop_min < 1:
-        raise ConfigError(f"crop_min must be a positive integer, got {crop_min!r}")
-    weights = {n: 1.0 for n in tasks}
-    for name, factor in (task_weights or {}).items():
-        if name not in tasks:
-            raise ConfigError(f"task_weights names a task not trained: {name!r}")
-        if not isinstance(factor, int | float) or isinstance(factor, bool) or not factor > 0:
-            raise ConfigError(f"task_weights[{name!r}] must be a positive number, got {factor!r}")
-        weights[name] = float(factor)
+    weights = settings.weights(tasks)
     if start is not None and start.config != config:
         raise ConfigError("start: the trunk to go on from has another config than the one given")
-    keep_on_crop = set(tasks) if crop_tasks is None else set(crop_tasks)
-    if keep_on_crop - set(tasks):
-        unknown = ", ".join(sorted(keep_on_crop - set(tasks)))
-        raise ConfigError(f"crop_tasks names tasks not trained: {unknown}")
+    keep_on_crop = settings.kept_on_crop(tasks)
     targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
     kinds = {n: kind for n, (_, kind) in tasks.items()}
     t0 = time.perf_counter()
-    if threads:
-        torch.set_num_threads(threads)
-    rng = np.random.default_rng(seed)
-    torch.manual_seed(seed)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    rng = np.random.default_rng(settings.seed)
+    torch.manual_seed(settings.seed)
     model = build_module(
-        config, dropout, path_dropout if config.bag else 0.0, train=True, bag_init=bag_init
+        config,
+        settings.dropout,
+        settings.path_dropout if config.bag else 0.0,
+        train=True,
+        bag_init=settings.bag_init,
     )
     if start is not None:
         model.load_state_dict({k: torch.from_numpy(v) for k, v in _float_state(start).items()})
@@ -212,73 +250,73 @@ def train_byte_trunk(
     bag_heads = nn.ModuleDict(  # the bag alone answers every task too (its own loss)
         {n: nn.Linear(config.bag_dim, len(t.classes)) for n, t in targets.items() if config.bag}
     )
-    log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=weighting == "uncertainty")
+    uncertainty = settings.weighting == "uncertainty"
+    log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=uncertainty)
     chance = {
         n: math.log(2.0) if kinds[n] in SET_KINDS else math.log(len(t.classes))
         for n, t in targets.items()
     }
-    params = [*model.parameters(), *heads.parameters(), *bag_heads.parameters(), log_var]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    steps_per_epoch = math.ceil(len(texts) / batch_size)
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=lr, total_steps=epochs * steps_per_epoch, pct_start=0.1
-    )
     ids_all, lengths = byte_ids(texts, config.max_bytes, config.stride)
     names = list(targets)
-    from .._progress import progress_bar
 
-    summary = ByteTrainSummary(epochs=epochs, steps=0, seconds=0.0)
-    model.train()
-    with progress_bar(total=epochs * steps_per_epoch, desc="byte trunk", enabled=progress) as bar:
-        for _ in range(epochs):
-            total = 0.0
-            for rows in _length_batches(lengths, batch_size, rng):
-                width = int(lengths[rows].max())
-                batch = ids_all[rows, :width]
-                cropped = np.zeros(len(rows), dtype=bool)
-                if crop:
-                    batch, cropped = _crop(batch, crop, crop_min, config.stride, rng)
-                ids = torch.from_numpy(batch)
-                emb, bag = model(ids, parts=True)
-                loss = torch.zeros(())
-                for k, name in enumerate(names):
-                    y_all, present = targets[name].y, targets[name].present[rows]
-                    if name not in keep_on_crop:
-                        present = present & ~cropped
-                    if not present.any():
-                        continue
-                    y = torch.from_numpy(y_all[rows[present]])
-                    sub = emb[torch.from_numpy(present)]
-                    # binary tasks train two outputs, as multiclass ones do
-                    loss_kind = "multilabel" if kinds[name] in SET_KINDS else "multiclass"
-                    this = sum(
-                        task_loss(loss_kind, head(sub[:, :d]), y)
-                        for d, head in zip(config.dims, heads[name], strict=True)
-                    ) / len(config.dims)
-                    if name in bag_heads:
-                        this = this + task_loss(
-                            loss_kind, bag_heads[name](bag[torch.from_numpy(present)]), y
-                        )
-                    if weighting == "chance":
-                        loss = loss + weights[name] * this / chance[name]
-                    else:
-                        loss = loss + weights[name] * torch.exp(-log_var[k]) * this + log_var[k]
-                bar.update(1)
-                if not loss.requires_grad:  # no text of this batch counts for any task
-                    continue
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                opt.step()
-                sched.step()
-                total += float(loss.detach()) * len(rows)
-                summary.steps += 1
-            summary.losses.append(total / len(texts))
-    model.eval()
-    summary.seconds = time.perf_counter() - t0
+    def batch_loss(rows: np.ndarray) -> Any:
+        width = int(lengths[rows].max())
+        batch = ids_all[rows, :width]
+        cropped = np.zeros(len(rows), dtype=bool)
+        if settings.crop:
+            batch, cropped = _crop(batch, settings.crop, settings.crop_min, config.stride, rng)
+        emb, bag = model(torch.from_numpy(batch), parts=True)
+        loss = torch.zeros(())
+        for k, name in enumerate(names):
+            y_all, present = targets[name].y, targets[name].present[rows]
+            if name not in keep_on_crop:
+                present = present & ~cropped
+            if not present.any():
+                continue
+            y = torch.from_numpy(y_all[rows[present]])
+            sub = emb[torch.from_numpy(present)]
+            # binary tasks train two outputs, as multiclass ones do
+            loss_kind = "multilabel" if kinds[name] in SET_KINDS else "multiclass"
+            this = sum(
+                task_loss(loss_kind, head(sub[:, :d]), y)
+                for d, head in zip(config.dims, heads[name], strict=True)
+            ) / len(config.dims)
+            if name in bag_heads:
+                this = this + task_loss(
+                    loss_kind, bag_heads[name](bag[torch.from_numpy(present)]), y
+                )
+            if uncertainty:
+                loss = loss + weights[name] * torch.exp(-log_var[k]) * this + log_var[k]
+            else:
+                loss = loss + weights[name] * this / chance[name]
+        # None: no text of this batch counts for any task
+        return loss if loss.requires_grad else None
+
+    training = LoopSettings(
+        name="byte trunk training",
+        epochs=settings.epochs,
+        lr=settings.lr,
+        weight_decay=0.01,
+        clip_norm=1.0,
+        schedule="one_cycle",
+        warmup=0.1,
+        progress=settings.progress,
+    )
+    done = train_loop(
+        training,
+        [*model.parameters(), *heads.parameters(), *bag_heads.parameters(), log_var],
+        lambda: _length_batches(lengths, settings.batch_size, rng),
+        batch_loss,
+        module=model,
+    )
+    summary = ByteTrainSummary(
+        epochs=settings.epochs,
+        steps=done.steps,
+        seconds=time.perf_counter() - t0,
+        losses=done.losses,
+    )
     summary.task_weights = {
-        n: weights[n]
-        * (1.0 / chance[n] if weighting == "chance" else float(torch.exp(-log_var[k]).detach()))
+        n: weights[n] * (float(torch.exp(-log_var[k]).detach()) if uncertainty else 1.0 / chance[n])
         for k, n in enumerate(names)
     }
     state = {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}

@@ -11,13 +11,15 @@ The recipe is LP-FT (linear probing, then fine-tuning):
 1. **Linear probing.** With the transformer frozen, every text is embedded once
    and one linear layer per task is trained on those embeddings (softmax
    cross-entropy for ``multiclass``, binary cross-entropy with logits for
-   ``binary`` and ``multilabel``), ``probe_epochs`` epochs of mini-batch Adam
-   at ``head_lr``, starting from zero weights.
+   ``binary`` and ``multilabel``), ``probe_epochs`` epochs of mini-batch AdamW
+   without weight decay (Adam) at ``head_lr``, starting from zero weights.
 2. **Fine-tuning.** The task layers start from the probe and are trained
    together with the transformer: AdamW with ``lr`` for the transformer
    (weight decay 0.01, none on biases and layer norms) and ``head_lr`` for the
    task layers (no weight decay), a linear warm-up over the first 10% of the
    steps then a linear decay to zero, gradients clipped to norm 1.0.
+   Both stages run in :func:`~manyheads.heads.nn.train_loop`, on one sequence of
+   shuffles; a loss that is not finite stops them, naming the learning rate to lower.
    The loss is ``sum(task_weights[t] * loss_t)``; every task weighs 1.0 unless
    ``task_weights`` says otherwise (so a task's gradient does not shrink as
    tasks are added). Each task loss is a mean over its rows (and over labels
@@ -58,7 +60,15 @@ from .._io import staged_dir
 from .._progress import transformers_bars
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.kinds import check_kind
-from ..heads.nn import distil_loss, task_loss
+from ..heads.nn import (
+    LoopResult,
+    LoopSettings,
+    distil_loss,
+    seeded,
+    shuffled,
+    task_loss,
+    train_loop,
+)
 from ..heads.targets import learn_targets
 from ..trunks.base import check_texts
 from ..trunks.transformer import TransformerTrunk
@@ -70,7 +80,13 @@ from .encoder import (
     training_embeddings,
 )
 
-__all__ = ["FinetuneReport", "SoftTask", "finetune_transformer", "training_embeddings"]
+__all__ = [
+    "FinetuneReport",
+    "Finetuning",
+    "SoftTask",
+    "finetune_transformer",
+    "training_embeddings",
+]
 
 _WARMUP_FRACTION = 0.1
 _WEIGHT_DECAY = 0.01
@@ -108,6 +124,37 @@ class SoftTask:
     probs: np.ndarray
     logits: np.ndarray | None = None
     temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class Finetuning:
+    """How :func:`finetune_transformer` trains (its options, described there); each
+    one is checked when the object is made."""
+
+    epochs: int = 2
+    max_length: int = 128
+    batch_size: int = 16
+    lr: float = 2e-5
+    head_lr: float = 1e-3
+    probe_epochs: int = 20
+    seed: int = 0
+    pooling: str | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        checked = {
+            "epochs": positive_int("epochs", self.epochs),
+            "max_length": positive_int("max_length", self.max_length),
+            "batch_size": positive_int("batch_size", self.batch_size),
+            "probe_epochs": positive_int("probe_epochs", self.probe_epochs, minimum=0),
+            "lr": positive_float("lr", self.lr),
+            "head_lr": positive_float("head_lr", self.head_lr),
+        }
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        checked["seed"] = int(self.seed)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass
@@ -213,36 +260,15 @@ def _check_out_dir(out: Path) -> None:
 # -- training ----------------------------------------------------------------
 
 
-def _optimizer(cls: Any, groups: list[Any], **kwargs: Any) -> Any:
-    """``cls(groups)`` with the fused implementation where torch has it (much faster on CPU)."""
-    try:
-        return cls(groups, fused=True, **kwargs)
-    except (RuntimeError, TypeError, ValueError):  # pragma: no cover - older torch / dtypes
-        return cls(groups, **kwargs)
-
-
-def _batches(torch: Any, n: int, batch_size: int, generator: Any) -> list[Any]:
-    perm = torch.randperm(n, generator=generator)
-    return [perm[i : i + batch_size] for i in range(0, n, batch_size)]
-
-
 def finetune_transformer(
     model_dir: str | Path,
     texts: Sequence[str],
     tasks: Mapping[str, tuple[str, Sequence[Any]]],
     out_dir: str | Path,
     *,
-    epochs: int = 2,
-    max_length: int = 128,
-    batch_size: int = 16,
-    lr: float = 2e-5,
-    head_lr: float = 1e-3,
-    probe_epochs: int = 20,
     task_weights: Mapping[str, float] | None = None,
-    seed: int = 0,
-    pooling: str | None = None,
-    progress: bool = False,
     soft_tasks: Mapping[str, SoftTask] | None = None,
+    **options: Any,
 ) -> FinetuneReport:
     """Fine-tune the transformer in ``model_dir`` on ``tasks`` and save it to ``out_dir``.
 
@@ -259,6 +285,18 @@ def finetune_transformer(
         ``multilabel``). Classes are the sorted distinct labels.
     out_dir
         The new model folder; it must not exist or be empty.
+    task_weights
+        Weight of each task's loss; a missing task weighs 1.0.
+    soft_tasks
+        ``{name: SoftTask}``: teachers' answers to learn from (``tasks`` may then be
+        empty). Each one's loss is the distillation loss against its probabilities
+        (:func:`~manyheads.heads.nn.distil_loss`) plus, when it has logits, the mean
+        squared error of an auxiliary linear layer's outputs against them: the
+        logit-level term goes through a layer of its own, so it shapes the shared
+        encoder without pulling the task layer away from the probabilities.
+
+    The options, by name (the fields of :class:`Finetuning`):
+
     epochs
         Fine-tuning epochs (after the linear probe).
     max_length
@@ -270,8 +308,6 @@ def finetune_transformer(
         Learning rates of the transformer and of the task layers.
     probe_epochs
         Epochs of the linear-probing stage (0 skips it: task layers start at zero).
-    task_weights
-        Weight of each task's loss; a missing task weighs 1.0.
     seed
         Seeds weight initialisation, dropout and shuffling.
     pooling
@@ -280,27 +316,13 @@ def finetune_transformer(
         the saved folder, so it loads with the pooling it was trained with.
     progress
         Show a progress bar with the running loss on a terminal.
-    soft_tasks
-        ``{name: SoftTask}``: teachers' answers to learn from (``tasks`` may then be
-        empty). Each one's loss is the distillation loss against its probabilities
-        (:func:`~manyheads.heads.nn.distil_loss`) plus, when it has logits, the mean
-        squared error of an auxiliary linear layer's outputs against them: the
-        logit-level term goes through a layer of its own, so it shapes the shared
-        encoder without pulling the task layer away from the probabilities.
 
     Raises :class:`~manyheads.ConfigError` for a bad parameter or an unknown
     kind, :class:`~manyheads.DataError` for bad texts or labels, and
     :class:`~manyheads.MissingDependencyError` without torch / transformers.
     """
     started = time.perf_counter()
-    epochs = positive_int("epochs", epochs)
-    max_length = positive_int("max_length", max_length)
-    batch_size = positive_int("batch_size", batch_size)
-    probe_epochs = positive_int("probe_epochs", probe_epochs, minimum=0)
-    lr = positive_float("lr", lr)
-    head_lr = positive_float("head_lr", head_lr)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    settings = Finetuning(**options)
     texts = check_texts(texts)
     if not texts:
         raise DataError("no texts to fine-tune on")
@@ -310,123 +332,16 @@ def finetune_transformer(
     torch = require("torch", "transformers")
     require("transformers", "transformers")
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        with transformers_bars(progress):
-            encoder = TrainingEncoder(model_dir, max_length=max_length, pooling=pooling)
+    with seeded(settings.seed) as generator:
+        with transformers_bars(settings.progress):
+            encoder = TrainingEncoder(
+                model_dir, max_length=settings.max_length, pooling=settings.pooling
+            )
         if out.resolve() == encoder.root or encoder.root in out.resolve().parents:
             raise ConfigError(f"out_dir {str(out)!r} must not be inside the source model folder")
-        ids = encoder.token_ids(texts)
-        targets = [torch.from_numpy(t.target) for t in task_list]
-        n, dim = len(texts), encoder.trunk.dim
-        heads = torch.nn.ModuleList([torch.nn.Linear(dim, t.outputs) for t in task_list])
-        # the auxiliary layers of the teachers' logits (a logit-level term of their own)
-        logit_targets = {
-            str(i): torch.from_numpy(np.asarray(t.soft.logits, dtype=np.float32))
-            for i, t in enumerate(task_list)
-            if t.soft is not None and t.soft.logits is not None
-        }
-        aux = torch.nn.ModuleDict(
-            {i: torch.nn.Linear(dim, logit_targets[i].shape[1]) for i in logit_targets}
+        probe, tuned = _train(
+            torch, encoder, encoder.token_ids(texts), task_list, settings, generator
         )
-        with torch.no_grad():
-            for head in [*heads, *aux.values()]:
-                head.weight.zero_()
-                head.bias.zero_()
-        generator = torch.Generator().manual_seed(int(seed))
-        mse = torch.nn.functional.mse_loss
-
-        def multitask_loss(emb: Any, rows: Any) -> Any:
-            total = emb.new_zeros(())
-            for i, (task, head, target) in enumerate(zip(task_list, heads, targets, strict=True)):
-                if task.weight <= 0:
-                    continue
-                if task.soft is None:
-                    loss = task_loss(task.kind, head(emb), target[rows])
-                else:
-                    loss = distil_loss(task.kind, head(emb), target[rows], task.soft.temperature)
-                    if str(i) in aux:
-                        loss = loss + mse(aux[str(i)](emb), logit_targets[str(i)][rows])
-                total = total + task.weight * loss
-            return total
-
-        # 1. linear probing on frozen embeddings
-        probe_losses: list[float] = []
-        if probe_epochs:
-            features = encoder.embed_all(ids, max(batch_size, 64))
-            task_params = [*heads.parameters(), *aux.parameters()]
-            probe_opt = _optimizer(torch.optim.Adam, task_params, lr=head_lr)
-            for _ in range(probe_epochs):
-                running = 0.0
-                for rows in _batches(torch, n, batch_size, generator):
-                    probe_opt.zero_grad(set_to_none=True)
-                    loss = multitask_loss(features[rows], rows)
-                    loss.backward()
-                    probe_opt.step()
-                    running += float(loss.detach()) * len(rows)
-                probe_losses.append(running / n)
-
-        # 2. fine-tuning the transformer and the task layers together
-        decay, no_decay = [], []
-        for pname, param in encoder.model.named_parameters():
-            if not param.requires_grad:
-                continue
-            lowered = pname.lower()
-            if param.ndim < 2 or "norm" in lowered or lowered.endswith("bias"):
-                no_decay.append(param)
-            else:
-                decay.append(param)
-        optimizer = _optimizer(
-            torch.optim.AdamW,
-            [
-                {"params": decay, "lr": lr, "weight_decay": _WEIGHT_DECAY},
-                {"params": no_decay, "lr": lr, "weight_decay": 0.0},
-                {
-                    "params": [*heads.parameters(), *aux.parameters()],
-                    "lr": head_lr,
-                    "weight_decay": 0.0,
-                },
-            ],
-        )
-        steps_per_epoch = math.ceil(n / batch_size)
-        total_steps = epochs * steps_per_epoch
-        warmup = max(1, int(_WARMUP_FRACTION * total_steps))
-
-        def schedule(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        losses: list[float] = []
-        steps = 0
-        from .._progress import progress_bar
-
-        encoder.model.train()
-        with progress_bar(total=total_steps, desc="fine-tuning", enabled=progress) as bar:
-            for _ in range(epochs):
-                running, seen = 0.0, 0
-                for rows in _batches(torch, n, batch_size, generator):
-                    optimizer.zero_grad(set_to_none=True)
-                    emb = encoder.embed([ids[i] for i in rows.tolist()])
-                    loss = multitask_loss(emb, rows)
-                    if not torch.isfinite(loss):
-                        raise ManyheadsError(
-                            f"the training loss became {float(loss)} at step {steps + 1}; "
-                            "try a smaller lr"
-                        )
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, _CLIP_NORM)
-                    optimizer.step()
-                    scheduler.step()
-                    steps += 1
-                    running += float(loss.detach()) * len(rows)
-                    seen += len(rows)
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{running / seen:.4f}")
-                losses.append(running / n)
-        encoder.model.eval()
 
     info = {
         "source": str(encoder.root),
@@ -441,21 +356,21 @@ def finetune_transformer(
             }
             for t in task_list
         },
-        "texts": n,
-        "epochs": epochs,
+        "texts": len(texts),
+        "epochs": settings.epochs,
         "max_length": encoder.max_length,
-        "batch_size": batch_size,
-        "lr": lr,
-        "head_lr": head_lr,
-        "probe_epochs": probe_epochs,
-        "seed": int(seed),
-        "steps": steps,
-        "losses": losses,
-        "probe_losses": probe_losses,
+        "batch_size": settings.batch_size,
+        "lr": settings.lr,
+        "head_lr": settings.head_lr,
+        "probe_epochs": settings.probe_epochs,
+        "seed": settings.seed,
+        "steps": tuned.steps,
+        "losses": tuned.losses,
+        "probe_losses": probe.losses,
     }
     pooling_changed = encoder.pooling != (encoder.st_pooling or "mean")
     with staged_dir(out, _check_out_dir) as tmp:
-        with transformers_bars(progress):
+        with transformers_bars(settings.progress):
             save_encoder(encoder, tmp, pooling_changed=pooling_changed, info=info)
         saved = TransformerTrunk(tmp)
         if saved.pooling != encoder.pooling:  # pragma: no cover - a bug if it happens
@@ -466,10 +381,98 @@ def finetune_transformer(
         fingerprint = saved.fingerprint  # independent of the folder's path
     return FinetuneReport(
         out_dir=out,
-        epochs=epochs,
-        steps=steps,
-        losses=losses,
-        probe_losses=probe_losses,
+        epochs=settings.epochs,
+        steps=tuned.steps,
+        losses=tuned.losses,
+        probe_losses=probe.losses,
         seconds=time.perf_counter() - started,
         fingerprint=fingerprint,
     )
+
+
+def _train(
+    torch: Any,
+    encoder: TrainingEncoder,
+    ids: list[list[int]],
+    task_list: list[_Task],
+    settings: Finetuning,
+    generator: Any,
+) -> tuple[LoopResult, LoopResult]:
+    """LP-FT on the token ids of the texts: the task layers probed on frozen embeddings,
+    then trained with the transformer (see the module's docstring); what each stage did."""
+    targets = [torch.from_numpy(t.target) for t in task_list]
+    n, dim = len(ids), encoder.trunk.dim
+    heads = torch.nn.ModuleList([torch.nn.Linear(dim, t.outputs) for t in task_list])
+    # the auxiliary layers of the teachers' logits (a logit-level term of their own)
+    logit_targets = {
+        str(i): torch.from_numpy(np.asarray(t.soft.logits, dtype=np.float32))
+        for i, t in enumerate(task_list)
+        if t.soft is not None and t.soft.logits is not None
+    }
+    aux = torch.nn.ModuleDict(
+        {i: torch.nn.Linear(dim, logit_targets[i].shape[1]) for i in logit_targets}
+    )
+    with torch.no_grad():
+        for head in [*heads, *aux.values()]:
+            head.weight.zero_()
+            head.bias.zero_()
+    mse = torch.nn.functional.mse_loss
+
+    def multitask_loss(emb: Any, rows: Any) -> Any:
+        total = emb.new_zeros(())
+        for i, (task, head, target) in enumerate(zip(task_list, heads, targets, strict=True)):
+            if task.weight <= 0:
+                continue
+            if task.soft is None:
+                loss = task_loss(task.kind, head(emb), target[rows])
+            else:
+                loss = distil_loss(task.kind, head(emb), target[rows], task.soft.temperature)
+                if str(i) in aux:
+                    loss = loss + mse(aux[str(i)](emb), logit_targets[str(i)][rows])
+            total = total + task.weight * loss
+        return total
+
+    batches = shuffled(n, settings.batch_size, generator)  # one order of shuffles for both
+    task_params = [*heads.parameters(), *aux.parameters()]
+    # 1. linear probing on frozen embeddings
+    probe = LoopResult()
+    if settings.probe_epochs:
+        features = encoder.embed_all(ids, max(settings.batch_size, 64))
+        probing = LoopSettings(
+            "linear probing", settings.probe_epochs, settings.head_lr, fused=True, lr_name="head_lr"
+        )
+        probe = train_loop(probing, task_params, batches, lambda r: multitask_loss(features[r], r))
+
+    # 2. fine-tuning the transformer and the task layers together
+    decay, no_decay = [], []
+    for pname, param in encoder.model.named_parameters():
+        if not param.requires_grad:
+            continue
+        lowered = pname.lower()
+        if param.ndim < 2 or "norm" in lowered or lowered.endswith("bias"):
+            no_decay.append(param)
+        else:
+            decay.append(param)
+    tuning = LoopSettings(
+        name="fine-tuning",
+        epochs=settings.epochs,
+        lr=settings.lr,
+        weight_decay=_WEIGHT_DECAY,
+        clip_norm=_CLIP_NORM,
+        schedule="warmup",
+        warmup=_WARMUP_FRACTION,
+        progress=settings.progress,
+        fused=True,
+    )
+    tuned = train_loop(
+        tuning,
+        [
+            {"params": decay},
+            {"params": no_decay, "weight_decay": 0.0},
+            {"params": task_params, "lr": settings.head_lr, "weight_decay": 0.0},
+        ],
+        batches,
+        lambda rows: multitask_loss(encoder.embed([ids[i] for i in rows.tolist()]), rows),
+        module=encoder.model,
+    )
+    return probe, tuned
