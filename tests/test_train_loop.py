@@ -108,3 +108,16 @@ def test_a_loss_that_is_not_finite_names_the_learning_rate() -> None:
     assert caught.value.render(lambda name: f"--{name.replace('_', '-')}").endswith(
         "lower --head-lr (now 0.5)"
     )
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5, 19])
+def test_a_one_cycle_schedule_takes_a_run_of_a_few_steps(steps: int) -> None:
+    layer, x, y = _problem(steps * 8)
+    with seeded(1) as generator:
+        done = train_loop(
+            LoopSettings("regression", epochs=1, lr=0.1, schedule="one_cycle"),
+            list(layer.parameters()),
+            shuffled(steps * 8, 8, generator),
+            _loss(layer, x, y),
+        )
+    assert done.steps == steps

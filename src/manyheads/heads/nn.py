@@ -151,8 +151,13 @@ def _adamw(torch: Any, params: Sequence[Any], settings: LoopSettings) -> Any:
 
 def _scheduler(torch: Any, optimizer: Any, settings: LoopSettings, total: int) -> Any:
     if settings.schedule == "one_cycle":
+        # torch's rise must end strictly after the first step and before the last: a
+        # run too short for the warmup share gets one of 1.5 steps
+        rise = settings.warmup
+        if not 0 < rise * total - 1 < total - 1:
+            rise = min(0.9, 1.5 / total)
         return torch.optim.lr_scheduler.OneCycleLR(
-            optimizer, max_lr=settings.lr, total_steps=total, pct_start=settings.warmup
+            optimizer, max_lr=settings.lr, total_steps=total, pct_start=rise
         )
     if settings.schedule == "warmup":
         warm = max(1, int(settings.warmup * total))
