@@ -162,17 +162,23 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
             ["--task", "section", "--C", "lots"],
             "--C must be a positive number or 'auto', got 'lots'",
         ),
-        (["--task", "section", "--class-weight", "heavy"], "--class-weight must be 'balanced'"),
+        (
+            ["--task", "section", "--class-weight", "heavy"],
+            "--class-weight must be None, 'balanced' or a dict, got 'heavy'",
+        ),
         (["--task", "section", "--head", "forest"], "--head must be one of linear, mlp, auto"),
         (
             ["--task", "section", "--thresholds", "recall"],
-            "--thresholds must be f1, f0.5 or accuracy",
+            "--thresholds must be one of f1, f0.5, accuracy, got 'recall'",
         ),
         (
             ["--task", "section", "--part-weights", "some"],
-            "--part-weights must be auto or fixed, got 'some'",
+            "--part-weights must be one of fixed, auto, got 'some'",
         ),
-        (["--task", "section", "--val-fraction", "2"], "val_fraction must be between 0 and 1"),
+        (
+            ["--task", "section", "--val-fraction", "2"],
+            "--val-fraction must be a number in [0, 1), got 2.0",
+        ),
     ],
 )
 def test_train_user_errors_exit_1_with_one_line(capsys, tmp_path, data_file, args, message):

@@ -152,7 +152,7 @@ def test_another_separator_and_bad_paths_cost_no_trunk_pass(counting_trunk):
     with pytest.raises(DataError, match=r"head 'k2': label #3: label path 'animal/' has an"):
         b.fit_head("k2", texts[:4], [["tool"], ["tool"], ["tool"], ["animal/"]],
                    kind="hierarchical", path_sep="/")  # fmt: skip
-    with pytest.raises(ValueError, match="separator must be a non-empty string"):
+    with pytest.raises(ValueError, match="path_sep must be a non-empty string"):
         b.fit_head("k2", texts[:4], [["tool"]] * 4, kind="hierarchical", path_sep="")
     with pytest.raises(DataError, match="a hierarchical head takes a list of label paths"):
         b.fit_head("k2", texts[:4], [[1], [2], [1], [2]], kind="hierarchical")
@@ -206,4 +206,4 @@ def test_the_command_trains_and_evaluates_a_hierarchical_head(tmp_path, capsys):
         .endswith("bad.jsonl: row 2: label path 'x::' has an empty part (separator '::')")
     )
     assert main([*args, "-t", "tags:hierarchical", "--label-path-sep", " "]) == 1
-    assert "--label-path-sep: the label path separator must be" in capsys.readouterr().err
+    assert "--label-path-sep must be a non-empty string without spaces" in capsys.readouterr().err

@@ -42,6 +42,7 @@ def message(exc: ManyheadsError, command: TyperGroup | None = None) -> str:
         extra = {
             "input_file": "--input FILE", "texts": "TEXT arguments",
             "train_texts": "--train FILE", "groups": "--group-field",
+            "path_sep": "--label-path-sep",
         }  # fmt: skip
         return exc.render(
             lambda name: extra.get(name) or flags.get(name) or flags.get(name.lower(), name)

@@ -21,6 +21,7 @@ from .options import BYTE_TRUNK_EPOCHS, TaskSpec, TrainReport
 
 if TYPE_CHECKING:
     from ..train import ByteTrainSummary, HeadSummary
+    from ..train.settings import FitSettings
     from ..trunks.byte import ByteConfig
 
 __all__ = ["train_byte_heads", "train_new_byte"]
@@ -45,8 +46,7 @@ def train_new_byte(
     specs: list[TaskSpec],
     folder: Path,
     cache: Any,
-    val_fraction: float,
-    common: dict[str, Any],
+    fit: FitSettings,
     *,
     config: ByteConfig,
     tier: int | None,
@@ -58,14 +58,14 @@ def train_new_byte(
     from ..train.byte import train_byte_trunk
 
     texts, n = dataset.texts, len(dataset.texts)
-    if val_fraction > 0:
+    if fit.val_fraction > 0:
         stratify = next((dataset.labels[s.name] for s in specs if s.kind not in SET_KINDS), None)
         train_idx, val_idx = split_indices(
             n,
             stratify=None if stratify is None else [str(v) for v in stratify],
             groups=dataset.groups,
-            val_fraction=val_fraction,
-            seed=common["seed"],
+            val_fraction=fit.val_fraction,
+            seed=fit.seed,
         )
     else:
         train_idx, val_idx = np.arange(n), np.arange(0)
@@ -75,15 +75,15 @@ def train_new_byte(
         {s.name: (_pick(dataset.labels[s.name], train_idx), s.kind) for s in specs},
         config=config,
         epochs=epochs or BYTE_TRUNK_EPOCHS,
-        seed=common["seed"],
-        progress=common["progress"],
+        seed=fit.seed,
+        progress=fit.progress,
     )
     if on_trunk is not None:
         on_trunk(trunk_summary)
     main = tier or config.dims[-1]
     bundle = Bundle(trunk=byte_trunk.with_tier(main), cache=cache)
     split = (train_idx, val_idx) if len(val_idx) else None
-    report = train_byte_heads(dataset, specs, folder, bundle, split, val_fraction, common)
+    report = train_byte_heads(dataset, specs, folder, bundle, split, fit)
     return TrainReport(heads=report.heads, trunk=trunk_summary, tier=main, tiers=report.tiers)
 
 
@@ -93,8 +93,7 @@ def train_byte_heads(
     folder: Path,
     bundle: Bundle,
     split: tuple[Any, Any] | None,
-    val_fraction: float,
-    common: dict[str, Any],
+    fit: FitSettings,
 ) -> TrainReport:
     """Fit every head at a byte bundle's tier and at each of its other tiers, then save
     them: a new bundle (not saved yet) gets a sub-bundle for every other tier of its
@@ -121,7 +120,7 @@ def train_byte_heads(
                 for t in trunk.tiers
                 if t != bundle.tier
             }
-        return _fit_at_tiers(dataset, specs, folder, bundle, subs, split, val_fraction, common)
+        return _fit_at_tiers(dataset, specs, folder, bundle, subs, split, fit)
 
 
 def _fit_at_tiers(
@@ -131,15 +130,14 @@ def _fit_at_tiers(
     bundle: Bundle,
     subs: dict[int, Bundle],
     split: tuple[Any, Any] | None,
-    val_fraction: float,
-    common: dict[str, Any],
+    fit: FitSettings,
 ) -> TrainReport:
     assert bundle.tier is not None
-    _embed_tiers_once([bundle, *subs.values()], dataset.texts, common["progress"])
+    _embed_tiers_once([bundle, *subs.values()], dataset.texts, fit.progress)
     everyone = {bundle.tier: bundle, **subs}
     found: dict[int, list[HeadSummary]] = {t: [] for t in everyone}
     bar = progress_bar(
-        total=len(specs) * len(everyone), desc="training heads", enabled=common["progress"]
+        total=len(specs) * len(everyone), desc="training heads", enabled=fit.progress
     )
     for spec in specs:
         labels = dataset.labels[spec.name]
@@ -149,7 +147,6 @@ def _fit_at_tiers(
                 "texts": dataset.texts,
                 "labels": labels,
                 "groups": dataset.groups,
-                "val_fraction": val_fraction,
             }
         else:
             train, val = split
@@ -167,8 +164,8 @@ def _fit_at_tiers(
                 kind=spec.kind,
                 field=spec.field,
                 keep_data=b is bundle,
+                settings=fit,
                 **rows,
-                **common,
             )
             found[t].append(summary)
             bar.update()

@@ -3,24 +3,19 @@ a file's tasks: the jobs behind ``manyheads train`` and ``manyheads finetune``."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._progress import progress_bar
+from .._settings import Rule, Settings
 from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
-from ..heads.calibration import THRESHOLD_OBJECTIVES
-from ..heads.kinds import (
-    PATH_SEP,
-    check_path_sep,
-    distinct_labels,
-    expand_paths,
-    head_type_problem,
-)
+from ..heads.kinds import distinct_labels, expand_paths
 from ..heads.record import HeadLimits
-from ..train.parts import PART_WEIGHTS
+from ..train.settings import FitSettings
 from .byte import train_byte_heads, train_new_byte
 from .options import (
     DEFAULT_TRUNK,
@@ -42,7 +37,7 @@ if TYPE_CHECKING:
     from ..train import ByteTrainSummary, FinetuneSummary, HeadSummary
     from ..train.finetune import TuneOptions
 
-__all__ = ["TrainReport", "finetune_file", "train_file", "train_report"]
+__all__ = ["TrainReport", "TrainSettings", "finetune_file", "train_file", "train_report"]
 
 
 def train_file(
@@ -53,33 +48,70 @@ def train_file(
     return train_report(data, bundle_path, tasks, **options).heads
 
 
+# a file's heads are trained choosing C, part weights and thresholds for accuracy
+_TRAIN_FIT = FitSettings(C="auto", part_weights="auto", thresholds="accuracy")
+_POSITIVE = Rule(
+    lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+    "a positive integer",
+)
+
+
+@dataclass(frozen=True)
+class TrainSettings(Settings):
+    """How :func:`train_report` trains (its options, described there), checked when
+    made; ``fit``: how each head is fitted."""
+
+    trunk: str | None = None
+    text_field: str = "text"
+    group_field: str | None = None
+    label_sep: str = ","
+    tier: int | None = None
+    trunk_epochs: int | None = None
+    byte_config: str | dict[str, Any] | None = None
+    cache_dir: str | Path | None = None
+    no_cache: bool = False
+    max_labels: int | None = None
+    progress: bool = False
+    on_trunk: Callable[[ByteTrainSummary], None] | None = None
+    fit: FitSettings = field(default_factory=lambda: _TRAIN_FIT)
+
+    _constraints: ClassVar[Mapping[str, Rule]] = {
+        "trunk_epochs": _POSITIVE,
+        "tier": Rule(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+                     "an integer"),
+    }  # fmt: skip
+
+    @classmethod
+    def of_options(cls, options: dict[str, Any]) -> TrainSettings:
+        """The settings of :func:`train_report`'s options: those of a head's fitting
+        (``val_fraction``, ``C``, ``class_weight``, ``part_weights``, ``head``,
+        ``thresholds``, ``seed``, ``label_path_sep``) go to ``fit``."""
+        options = dict(options)
+        fitting = {k: options.pop(k) for k in _FIT_OPTIONS if k in options}
+        if "label_path_sep" in options:
+            fitting["path_sep"] = options.pop("label_path_sep")
+        if "C" in fitting:
+            fitting["C"] = parse_C(fitting["C"])
+        fitting["progress"] = options.get("progress", False)
+        fit = cls().fit.replace(**fitting)
+        return cls.of({**options, "fit": fit}, "train_report")
+
+
+_FIT_OPTIONS = ("val_fraction", "C", "class_weight", "part_weights", "head", "thresholds", "seed")
+
+
 def train_report(
-    data: str | Path,
-    bundle_path: str | Path,
-    tasks: Sequence[str | TaskSpec],
-    *,
-    trunk: str | None = None,
-    text_field: str = "text",
-    group_field: str | None = None,
-    label_sep: str = ",",
-    label_path_sep: str = PATH_SEP,
-    val_fraction: float = 0.2,
-    C: float | str = "auto",
-    class_weight: str | None = None,
-    part_weights: str = "auto",
-    head: str = "linear",
-    thresholds: str = "accuracy",
-    seed: int = 0,
-    tier: int | None = None,
-    trunk_epochs: int | None = None,
-    byte_config: str | dict[str, Any] | None = None,
-    cache_dir: str | Path | None = None,
-    no_cache: bool = False,
-    max_labels: int | None = None,
-    progress: bool = False,
-    on_trunk: Callable[[ByteTrainSummary], None] | None = None,
+    data: str | Path, bundle_path: str | Path, tasks: Sequence[str | TaskSpec], **options: Any
 ) -> TrainReport:
     """Train the named heads from a file into a bundle folder (created if missing).
+
+    ``options`` (by name): the fields of :class:`TrainSettings` (``trunk``,
+    ``text_field``, ``group_field``, ``label_sep``, ``tier``, ``trunk_epochs``,
+    ``byte_config``, ``cache_dir``, ``no_cache``, ``max_labels``, ``progress``,
+    ``on_trunk``) and how each head is fitted (``val_fraction``, ``C`` (default
+    ``"auto"``), ``class_weight``, ``part_weights`` (``"auto"``), ``head``,
+    ``thresholds`` (``"accuracy"``), ``seed``, ``label_path_sep``), every one checked
+    before the file is read.
 
     The whole file is read and validated, and every head trained, before
     anything is written; the bundle is then saved once, atomically.
@@ -97,38 +129,19 @@ def train_report(
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"{{task}} names must be unique, got {names}", options=("task",))
-    C = parse_C(C)
-    if thresholds not in THRESHOLD_OBJECTIVES:
-        choices = ", ".join(THRESHOLD_OBJECTIVES[:-1]) + f" or {THRESHOLD_OBJECTIVES[-1]}"
-        raise ConfigError(
-            f"{{thresholds}} must be {choices}, got {thresholds!r}", options=("thresholds",)
-        )
-    problem = head_type_problem(head)
-    if problem is not None:
-        raise ConfigError(problem.replace("head type", "{head}", 1), options=("head",))
-    if part_weights not in PART_WEIGHTS:
-        raise ConfigError(
-            f"{{part_weights}} must be auto or fixed, got {part_weights!r}",
-            options=("part_weights",),
-        )
-    if class_weight not in (None, "balanced"):
-        raise ConfigError(
-            f"{{class_weight}} must be 'balanced', got {class_weight!r}", options=("class_weight",)
-        )
-    if trunk_epochs is not None and (
-        not isinstance(trunk_epochs, int) or isinstance(trunk_epochs, bool) or trunk_epochs < 1
-    ):
-        raise ConfigError(
-            f"{{trunk_epochs}} must be a positive integer, got {trunk_epochs!r}",
-            options=("trunk_epochs",),
-        )
-    if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool)):
-        raise ConfigError(f"{{tier}} must be an integer, got {tier!r}", options=("tier",))
+    job = TrainSettings.of_options(options)
+    return _train(data, bundle_path, specs, job)
+
+
+def _train(
+    data: str | Path, bundle_path: str | Path, specs: list[TaskSpec], job: TrainSettings
+) -> TrainReport:
+    trunk, tier, fit = job.trunk, job.tier, job.fit
     folder = bundle_folder(bundle_path)  # a built-in bundle by name: refused just below
     check_writable(folder)  # before reading the file: a built-in bundle is read-only
     exists = has_bundle(folder)
     new_byte = trunk == "byte" and not exists
-    if not new_byte and (trunk_epochs is not None or byte_config is not None):
+    if not new_byte and (job.trunk_epochs is not None or job.byte_config is not None):
         raise ConfigError(
             f"{{trunk_epochs}} and {{byte_config}} shape the byte trunk of a new bundle; {folder} "
             "already has a trained trunk"
@@ -136,7 +149,7 @@ def train_report(
             else "{trunk_epochs} and {byte_config} are for {trunk} byte",
             options=("trunk_epochs", "byte_config", "trunk"),
         )
-    config = parse_byte_config(byte_config) if new_byte else None
+    config = parse_byte_config(job.byte_config) if new_byte else None
     if config is not None and tier is not None and tier not in config.dims:
         raise ConfigError(
             f"{{tier}} must be one of the byte trunk's dims {list(config.dims)}, got {tier}",
@@ -144,31 +157,16 @@ def train_report(
         )
     if not exists and trunk != "byte" and tier is not None:
         raise ConfigError("{tier} is for byte trunks ({trunk} byte)", options=("tier", "trunk"))
-    limits = HeadLimits() if max_labels is None else HeadLimits(max_labels=max_labels)
-    if any(spec.kind == "hierarchical" for spec in specs):
-        try:
-            check_path_sep(label_path_sep)
-        except ConfigError as exc:
-            raise ConfigError(f"{{label_path_sep}}: {exc}", options=("label_path_sep",)) from None
-    dataset = read_tasks(data, specs, text_field, group_field, label_sep)
+    limits = HeadLimits() if job.max_labels is None else HeadLimits(max_labels=job.max_labels)
+    dataset = read_tasks(data, specs, job.text_field, job.group_field, job.label_sep)
     for spec in specs:  # before any trunk work: 10^5 classes are refused at once
         labels = dataset.labels[spec.name]
         distinct = distinct_labels(spec.kind, labels)
         limits.check_labels(distinct, f"head {spec.name!r}")
         if spec.kind == "hierarchical":  # a path with an empty part, named by its row
             for i, paths in enumerate(labels):
-                expand_paths(paths, label_path_sep, f"{dataset.source}: row {i + 1}: ")
-    common: dict[str, Any] = {
-        "C": C,
-        "class_weight": class_weight,
-        "part_weights": part_weights,
-        "head": head,
-        "thresholds": thresholds,
-        "seed": seed,
-        "progress": progress,
-        "path_sep": label_path_sep,
-    }
-    cache = cache_setting(cache_dir, no_cache)
+                expand_paths(paths, fit.path_sep, f"{dataset.source}: row {i + 1}: ")
+    cache = cache_setting(job.cache_dir, job.no_cache)
     if exists:
         bundle = Bundle.load(folder, cache=cache, limits=limits)
         if trunk == "byte" and bundle.tier is None:
@@ -200,23 +198,22 @@ def train_report(
                 specs,
                 folder,
                 cache,
-                val_fraction,
-                common,
+                fit,
                 config=config,
                 tier=tier,
-                epochs=trunk_epochs,
-                on_trunk=on_trunk,
+                epochs=job.trunk_epochs,
+                on_trunk=job.on_trunk,
             )
         bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, limits=limits)
     if bundle.tier is not None:  # a byte bundle: its heads are fitted at every tier
-        return train_byte_heads(dataset, specs, folder, bundle, None, val_fraction, common)
+        return train_byte_heads(dataset, specs, folder, bundle, None, fit)
     if bundle.trunk_needs_fit:  # a new bundle's fitted trunk parts learn from this file
         bundle.fit_trunk(dataset.texts)
     # one trunk pass for all heads: embed every text once, then fit from the cache
     if bundle.cache is not None:
-        bundle.embed(dataset.texts, progress=progress)
+        bundle.embed(dataset.texts, progress=job.progress)
     summaries = []
-    bar = progress_bar(total=len(specs), desc="training heads", enabled=progress)
+    bar = progress_bar(total=len(specs), desc="training heads", enabled=job.progress)
     for spec in specs:
         bar.set_postfix_str(spec.name)
         summaries.append(
@@ -226,9 +223,8 @@ def train_report(
                 dataset.labels[spec.name],
                 kind=spec.kind,
                 groups=dataset.groups,
-                val_fraction=val_fraction,
+                settings=fit,
                 field=spec.field,
-                **common,
             )
         )
         bar.update()

@@ -21,16 +21,14 @@ from ..errors import ConfigError, DataError
 from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
 from ..heads.kinds import (
-    PATH_SEP,
     SET_KINDS,
-    check_head_type,
-    check_path_sep,
     distinct_labels,
     expand_paths,
 )
 from ..heads.linear import LinearHead
 from ..trunks.base import check_texts
-from .parts import check_part_weights, choose_multipliers, column_scale, fold_columns, scale_columns
+from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
+from .settings import FitSettings
 
 if TYPE_CHECKING:
     from ..heads import AnyHead
@@ -92,6 +90,7 @@ class FitOptions(TypedDict, total=False):
     path_sep: str
     part_weights: str
     soft_targets: tuple[Sequence[Any], Any] | None
+    settings: FitSettings | None
 
 
 @dataclass(frozen=True)
@@ -108,29 +107,19 @@ class HeadSummary:
     embed_seconds: float
 
 
-def new_head(
-    head_type: str,
-    kind: str,
-    *,
-    C: float | str,
-    class_weight: Any,
-    seed: int,
-    thresholds: str,
-    path_sep: str = PATH_SEP,
-) -> AnyHead:
-    """An unfitted head of ``head_type`` ("linear" or "mlp"), its settings checked."""
+def new_head(head_type: str, kind: str, settings: FitSettings) -> AnyHead:
+    """An unfitted head of ``head_type`` ("linear" or "mlp") with ``settings``."""
     model: AnyHead
+    common: dict[str, Any] = {
+        "class_weight": settings.class_weight,
+        "thresholds": settings.thresholds,
+    }
     if head_type == "mlp":
         from ..heads.mlp import MLPHead
 
-        model = MLPHead(
-            kind=kind, class_weight=class_weight, random_state=seed, thresholds=thresholds,
-            path_sep=path_sep,
-        )  # fmt: skip
+        model = MLPHead(kind=kind, random_state=settings.seed, path_sep=settings.path_sep, **common)
     else:
-        model = LinearHead(
-            kind=kind, C=C, class_weight=class_weight, thresholds=thresholds, path_sep=path_sep
-        )
+        model = LinearHead(kind=kind, C=settings.C, path_sep=settings.path_sep, **common)
     model.check_params()
     return model
 
@@ -209,21 +198,15 @@ def fit_head(
     groups: Sequence[Any] | None = None,
     val_texts: Sequence[str] | None = None,
     val_labels: Sequence[Any] | None = None,
-    val_fraction: float = 0.2,
-    refit: bool | None = None,
-    field: str | None = None,
-    C: float | str = 1.0,
-    class_weight: str | dict[Any, float] | None = None,
-    head: str = "linear",
-    thresholds: str = "f1",
-    keep_data: bool = True,
-    seed: int = 0,
-    progress: bool = False,
-    path_sep: str = PATH_SEP,
-    part_weights: str = "fixed",
     soft_targets: tuple[Sequence[Any], Any] | None = None,
+    settings: FitSettings | None = None,
+    **options: Any,
 ) -> HeadSummary:
     """Train (or replace) head ``name`` of ``bundle`` on ``texts`` / ``labels``.
+
+    How: ``settings`` (a :class:`~manyheads.train.settings.FitSettings`), with
+    ``options`` (its fields, by name) over it; every one is checked before anything
+    else is done:
 
     ``head``: ``"linear"`` (default; fused into the bundle's one matrix
     product), ``"mlp"`` (one hidden layer, dropout, early stopping on the
@@ -266,9 +249,10 @@ def fit_head(
     are what calibration and the metrics are measured against. Such a head is not
     refitted unless ``refit`` says so.
     """
+    s = FitSettings.of({**(settings or FitSettings()).values(), **options}, "fit_head")
     name = check_head_name(name)
     kind = check_kind(kind)
-    head = check_head_type(head)
+    head = s.head
     texts = check_texts(texts)
     labels = list(labels)
     if len(texts) != len(labels):
@@ -280,15 +264,13 @@ def fit_head(
             raise DataError(f"head {name!r}: text #{i} is empty")
     check_labels(name, kind, labels)
     if kind == "hierarchical":  # every path read before any trunk call
-        check_path_sep(path_sep)
         for i, paths in enumerate([*labels, *(val_labels or [])]):
-            expand_paths(paths, path_sep, f"head {name!r}: label #{i}: ")
+            expand_paths(paths, s.path_sep, f"head {name!r}: label #{i}: ")
     if groups is not None:
         groups = check_groups(groups, len(texts), f"head {name!r}")
     if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
         raise DataError("val_texts and val_labels must be given together, same length")
     candidates = ["linear", "mlp"] if head == "auto" else [head]
-    part_weights = check_part_weights(part_weights)
     soft = None
     if soft_targets is not None:
         if head != "linear":
@@ -301,10 +283,7 @@ def fit_head(
             )
 
     def make(head_type: str) -> AnyHead:
-        return new_head(
-            head_type, kind, C=C, class_weight=class_weight, seed=seed, thresholds=thresholds,
-            path_sep=path_sep,
-        )  # fmt: skip
+        return new_head(head_type, kind, s)
 
     for head_type in candidates:  # the settings are checked now, not after the embedding
         make(head_type)
@@ -316,7 +295,7 @@ def fit_head(
         bundle.fit_trunk(texts)
     t0 = time.perf_counter()
     X_all = bundle.embed(
-        texts + (list(val_texts) if val_texts is not None else []), progress=progress
+        texts + (list(val_texts) if val_texts is not None else []), progress=s.progress
     )
     embed_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -325,8 +304,8 @@ def fit_head(
         y, y_val = labels, list(val_labels or [])
         train_idx = np.arange(len(texts))
     else:
-        if val_fraction > 0:
-            train_idx, val_idx = split(kind, labels, groups, val_fraction, seed)
+        if s.val_fraction > 0:
+            train_idx, val_idx = split(kind, labels, groups, s.val_fraction, s.seed)
         else:
             train_idx, val_idx = np.arange(len(texts)), np.arange(0)
         X, X_val = X_all[train_idx], X_all[val_idx]
@@ -337,7 +316,7 @@ def fit_head(
         if head != "linear" and sp.issparse(X):  # MLP heads take dense input
             X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
         scale, prefit, chosen = None, None, None
-        if part_weights == "auto" and head == "linear" and y_val:
+        if s.part_weights == "auto" and head == "linear" and y_val:
             scale, prefit, chosen = _part_scale(bundle.trunk, make, X, y, X_val, y_val, soft_fit)
             if scale is not None:
                 X, X_val, X_all = (scale_columns(m, scale) for m in (X, X_val, X_all))
@@ -363,6 +342,7 @@ def fit_head(
             temperature, model.temperature_ = model.temperature_, 1.0
             metrics["ece_uncalibrated"] = head_scores(model, X_val, y_val)["ece"]
             model.temperature_ = temperature
+        refit = s.refit
         if refit is None:  # default: multiclass heads only (see the docstring)
             refit = kind == "multiclass" and soft is None
         if refit and len(y_val) and isinstance(model, LinearHead):
@@ -374,7 +354,7 @@ def fit_head(
                 fit_groups = None if groups is None else [f"g{g!r}" for g in groups]
                 if fit_groups is not None and val_texts is not None:
                     fit_groups += [f"v{i}" for i in range(len(y_val))]
-                cv = model.crossfit_temperature(X_fit, y_fit, groups=fit_groups, seed=seed)
+                cv = model.crossfit_temperature(X_fit, y_fit, groups=fit_groups, seed=s.seed)
                 metrics["temperature"] = cv["temperature"]
                 if "ece_cv" in cv:
                     metrics["ece_cv"] = cv["ece_cv"]
@@ -394,7 +374,7 @@ def fit_head(
             kept_groups = list(groups) + [f"validation-{i}" for i in range(len(val_texts))]
     info = {
         "kind": kind,
-        "field": field or name,
+        "field": s.field or name,
         "trunk_fingerprint": bundle.trunk_fingerprint,
         "metrics": metrics,
         "n_train": len(train_idx),
@@ -404,7 +384,7 @@ def fit_head(
         "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
     }
     data = None
-    if keep_data:
+    if s.keep_data:
         data = (kept_texts, kept_labels, None if kept_groups is None else list(kept_groups))
     bundle.add_head(name, model, info=info, data=data)
     return HeadSummary(

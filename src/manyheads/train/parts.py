@@ -20,12 +20,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError
-
 __all__ = [
     "PART_WEIGHTS",
     "STEPS",
-    "check_part_weights",
     "choose_multipliers",
     "column_scale",
     "fold_columns",
@@ -34,12 +31,6 @@ __all__ = [
 
 PART_WEIGHTS = ("fixed", "auto")
 STEPS = 3  # factors of 2: multipliers from 1/8 to 8
-
-
-def check_part_weights(value: Any) -> str:
-    if value not in PART_WEIGHTS:
-        raise ConfigError(f"part_weights must be one of {', '.join(PART_WEIGHTS)}, got {value!r}")
-    return str(value)
 
 
 def column_scale(

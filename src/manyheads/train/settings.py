@@ -1,0 +1,46 @@
+"""How a head is fitted: :class:`FitSettings`, the options of ``fit_head`` checked once
+against one table of rules, then passed down whole."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .._settings import Rule, Settings, boolean, choice, number, text
+from ..heads.kinds import PATH_SEP
+from ..heads.settings import HEAD_RULES
+from .parts import PART_WEIGHTS
+
+__all__ = ["FitSettings"]
+
+_RULES: dict[str, Rule] = {
+    **HEAD_RULES,
+    "val_fraction": number(0, 1),
+    "refit": boolean(none=True),
+    "field": text(none=True),
+    "keep_data": boolean(),
+    "progress": boolean(),
+    "part_weights": choice(*PART_WEIGHTS),
+}
+
+
+@dataclass(frozen=True)
+class FitSettings(Settings):
+    """How :func:`~manyheads.train.fit.fit_head` fits a head (its options, described
+    there), each checked when the object is made."""
+
+    val_fraction: float = 0.2
+    refit: bool | None = None
+    field: str | None = None
+    C: float | str = 1.0
+    class_weight: str | dict[Any, float] | None = None
+    head: str = "linear"
+    thresholds: str = "f1"
+    keep_data: bool = True
+    seed: int = 0
+    progress: bool = False
+    path_sep: str = PATH_SEP
+    part_weights: str = "fixed"
+
+    _constraints: ClassVar[Mapping[str, Rule]] = _RULES
