@@ -12,13 +12,7 @@ from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bun
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
 from ..heads.calibration import THRESHOLD_OBJECTIVES
-from ..heads.kinds import (
-    PATH_SEP,
-    check_path_sep,
-    distinct_labels,
-    expand_paths,
-    head_type_problem,
-)
+from ..heads.kinds import PATH_SEP, distinct_labels, head_type_problem, kind_of
 from ..heads.record import HeadLimits
 from ..train.parts import PART_WEIGHTS
 from .byte import train_byte_heads, train_new_byte
@@ -145,19 +139,20 @@ def train_report(
     if not exists and trunk != "byte" and tier is not None:
         raise ConfigError("{tier} is for byte trunks ({trunk} byte)", options=("tier", "trunk"))
     limits = HeadLimits() if max_labels is None else HeadLimits(max_labels=max_labels)
-    if any(spec.kind == "hierarchical" for spec in specs):
-        try:
-            check_path_sep(label_path_sep)
-        except ConfigError as exc:
-            raise ConfigError(f"{{label_path_sep}}: {exc}", options=("label_path_sep",)) from None
+    kinds = [kind_of(spec.kind) for spec in specs]
+    try:
+        for kind in kinds:
+            kind.check_path_sep(label_path_sep)
+    except ConfigError as exc:
+        raise ConfigError(f"{{label_path_sep}}: {exc}", options=("label_path_sep",)) from None
     dataset = read_tasks(data, specs, text_field, group_field, label_sep)
     for spec in specs:  # before any trunk work: 10^5 classes are refused at once
         labels = dataset.labels[spec.name]
         distinct = distinct_labels(spec.kind, labels)
         limits.check_labels(distinct, f"head {spec.name!r}")
-        if spec.kind == "hierarchical":  # a path with an empty part, named by its row
-            for i, paths in enumerate(labels):
-                expand_paths(paths, label_path_sep, f"{dataset.source}: row {i + 1}: ")
+        kind_of(spec.kind).check_paths(  # a path with an empty part, named by its row
+            labels, label_path_sep, lambda i: f"{dataset.source}: row {i + 1}: "
+        )
     common: dict[str, Any] = {
         "C": C,
         "class_weight": class_weight,
