@@ -242,7 +242,7 @@ class BundleTeacher(Teacher):
         kind = kind_of(str(info.get("kind", "multiclass")))
         if not kind.soft_targets:
             raise ConfigError(
-                f"teacher {name!r}: head {head!r} is hierarchical; absorb multiclass, binary "
+                f"teacher {name!r}: head {head!r} is {kind}; absorb multiclass, binary "
                 "or multilabel heads"
             )
         self.kind, self._head = kind, head
