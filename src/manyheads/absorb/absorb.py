@@ -22,6 +22,7 @@ import numpy as np
 
 from ..data import check_groups, split_indices
 from ..errors import ConfigError, DataError
+from ..heads.kinds import kind_of
 from ..trunks.base import check_texts
 from .measure import agreement, label_scores, student_labels, texts_per_second
 from .teachers import AnswersTeacher, Teacher, TeacherAnswers, bundle_bytes, probabilities
@@ -76,8 +77,8 @@ def soften(teacher: Teacher, answers: TeacherAnswers, temperature: float) -> np.
     if answers.logits is not None:
         return probabilities(answers.logits, teacher.kind, temperature)
     p = np.clip(answers.probs.astype(np.float64), 1e-7, 1 - 1e-7)
-    if teacher.kind == "multiclass":
-        return probabilities(np.log(p), "multiclass", temperature)
+    if kind_of(teacher.kind).exclusive:  # from softmax probabilities
+        return probabilities(np.log(p), teacher.kind, temperature)
     return probabilities(np.log(p) - np.log1p(-p), teacher.kind, temperature)
 
 

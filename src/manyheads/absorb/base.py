@@ -13,6 +13,7 @@ import numpy as np
 
 from .._progress import progress_bar
 from ..errors import ManyheadsError
+from ..heads.kinds import Kind, kind_of
 from ..trunks.base import check_texts
 
 if TYPE_CHECKING:
@@ -144,13 +145,12 @@ class Teacher:
     def decide(self, probs: np.ndarray) -> list[Any]:
         """The teacher's answers as labels: the most probable (multiclass), or every label
         at 0.5 or more (multilabel; binary: the second class at 0.5)."""
-        if self.kind == "multiclass":
-            return [self.labels[i] for i in np.argmax(probs, axis=1)]
-        if self.kind == "binary":
-            return [self.labels[int(p >= 0.5)] for p in probs[:, 1]]
-        return [
-            [lab for lab, on in zip(self.labels, row, strict=True) if on] for row in probs >= 0.5
-        ]
+        kind = kind_of(self.kind)
+        return kind.decisions(self.labels, kind.decide(probs, self.thresholds(kind), None))
+
+    def thresholds(self, kind: Kind) -> np.ndarray:
+        """The thresholds :meth:`decide` applies: 0.5 each."""
+        return np.full(kind.n_thresholds(len(self.labels)), 0.5, dtype=np.float32)
 
     def features(self, texts: Sequence[str]) -> np.ndarray:
         """What the teacher's last layer sees for each text (texts x d, float32)."""
@@ -173,7 +173,7 @@ def probabilities(logits: np.ndarray, kind: str, temperature: float = 1.0) -> np
     """Logits as probabilities (softmax for multiclass, sigmoid otherwise), softened by
     ``temperature``."""
     z = np.asarray(logits, dtype=np.float64) / temperature
-    if kind == "multiclass":
+    if kind_of(kind).exclusive:  # softmax
         z = z - z.max(axis=1, keepdims=True)
         e = np.exp(z)
         return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)

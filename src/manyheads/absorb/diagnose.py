@@ -28,7 +28,7 @@ from ..evaluate.compatibility import (
     linear_cka,
 )
 from ..evaluate.separability import discordance, knn_accuracy, linear_probe, span_coordinates
-from ..heads.kinds import KINDS, SET_KINDS
+from ..heads.kinds import KINDS, kind_of
 
 __all__ = [
     "DIAGNOSE_K",
@@ -168,9 +168,10 @@ def _task_labels(name: str, kind: str, labels: Sequence[Any], rows: np.ndarray) 
     """The task's labels of the sampled rows, checked: two labels at least, and some
     label on two rows."""
     picked = [labels[i] for i in rows]
-    keys = [tuple(sorted(map(str, v))) if kind in SET_KINDS else v for v in picked]
+    found = kind_of(kind)
+    keys = [found.label_key(v) for v in picked]
     counts = np.unique(np.asarray([repr(key) for key in keys]), return_counts=True)[1]
-    what = "label sets" if kind in SET_KINDS else "labels"
+    what = f"{found.label_word}s"
     if len(counts) < 2:
         raise DataError(f"task {name!r} has one of its {what} only in the {len(rows)} rows read")
     if counts.max() < 2:
@@ -242,7 +243,7 @@ def diagnose_trunks(
     if not tasks:
         raise ConfigError("give at least one {task}", options=("task",))
     for name, (kind, labels) in tasks.items():
-        one_of(kind, KINDS, "kind")
+        one_of(kind, tuple(KINDS), "kind")
         if len(labels) != len(texts):
             raise DataError(f"task {name!r}: {len(texts)} texts but {len(labels)} labels")
     if groups is not None and len(groups) != len(texts):
@@ -285,7 +286,7 @@ def diagnose_trunks(
             bar.update()
         order = {name: i for i, name in enumerate(names)}
         scores.sort(key=lambda s: (*(-getattr(s, key) for key in RANK_BY), order[s.trunk]))
-        keys = [repr(tuple(sorted(map(str, v))) if kind in SET_KINDS else v) for v in labels]
+        keys = [repr(kind_of(kind).label_key(v)) for v in labels]
         _, counts = np.unique(np.asarray(keys), return_counts=True)
         results[task] = TaskDiagnosis(
             name=task,

@@ -23,7 +23,7 @@ import numpy as np
 from .._io import atomic_write_text
 from ..errors import require
 from ..evaluate.report import figure_png, html_page
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 from .diagnose import TeacherDiagnosis, TrunkDiagnosis
 
 __all__ = ["write_diagnosis_report"]
@@ -65,7 +65,7 @@ def _trunk_sections(diagnosis: TrunkDiagnosis) -> list[str]:
         ax.axhline(0.5, color="black", linestyle="--", linewidth=0.8, label="discordance chance")
         ax.set_xticks(x, trunks, rotation=20)
         ax.set_ylim(0, 1)
-        what = "label sets" if task.kind in SET_KINDS else "labels"
+        what = f"{kind_of(task.kind).label_word}s"
         ax.set_title(f"{name} ({task.kind}, {task.labels} {what}): best first")
         ax.legend(fontsize="small", loc="lower left")
         rows = [

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.metrics import f1_score
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 
 __all__ = ["agreement", "label_scores", "student_labels", "texts_per_second"]
 
@@ -19,7 +19,7 @@ __all__ = ["agreement", "label_scores", "student_labels", "texts_per_second"]
 def student_labels(answers: Sequence[dict[str, Any]], name: str, kind: str) -> list[Any]:
     """One head's decisions out of :meth:`Bundle.predict`'s answers (a label, or a list of
     labels for a multilabel head)."""
-    key = "labels" if kind in SET_KINDS else "label"
+    key = kind_of(kind).answer_field
     return [a[name][key] for a in answers]
 
 
@@ -32,7 +32,7 @@ def agreement(kind: str, teacher: Sequence[Any], student: Sequence[Any]) -> floa
     label; for a multilabel head, the same set of labels)."""
     if not teacher:
         return float("nan")
-    if kind in SET_KINDS:
+    if kind_of(kind).is_set:
         same = [a == b for a, b in zip(_sets(teacher), _sets(student), strict=True)]
     else:
         same = [str(a) == str(b) for a, b in zip(teacher, student, strict=True)]
@@ -42,7 +42,7 @@ def agreement(kind: str, teacher: Sequence[Any], student: Sequence[Any]) -> floa
 def label_scores(kind: str, gold: Sequence[Any], predicted: Sequence[Any]) -> dict[str, float]:
     """Accuracy (exact match for multilabel) and macro-F1 over the labels either side names."""
     n = len(gold)
-    if kind in SET_KINDS:
+    if kind_of(kind).is_set:
         binarizer = MultiLabelBinarizer().fit([*_sets(gold), *_sets(predicted)])
         y_true, y_pred = binarizer.transform(_sets(gold)), binarizer.transform(_sets(predicted))
         return {

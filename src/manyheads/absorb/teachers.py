@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from .._text import loads_json
 from ..data import read_records
 from ..errors import ConfigError, DataError, ManyheadsError, require
-from ..heads.kinds import check_head_name
+from ..heads.kinds import MULTICLASS, MULTILABEL, Kind, check_head_name, kind_of
 from ..trunks.base import check_texts, file_sha256
 from .base import (
     TEACHER_BATCH,
@@ -239,16 +239,14 @@ class BundleTeacher(Teacher):
                 f"teacher {name!r}: bundle {path} has no head {head!r} (its heads: {names})"
             )
         info = self._bundle.head_info[head]
-        kind = str(info.get("kind", "multiclass"))
-        if kind == "hierarchical":
+        kind = kind_of(str(info.get("kind", "multiclass")))
+        if not kind.soft_targets:
             raise ConfigError(
-                f"teacher {name!r}: head {head!r} is hierarchical; absorb multiclass, binary "
+                f"teacher {name!r}: head {head!r} is {kind}; absorb multiclass, binary "
                 "or multilabel heads"
             )
         self.kind, self._head = kind, head
         self.labels = [str(label) for label in self._bundle.labels(head)]
-        if kind == "binary" and len(self.labels) != 2:  # pragma: no cover - a binary head has 2
-            raise ConfigError(f"teacher {name!r}: a binary head must have two classes")
         record, tensors = self._bundle.export_head(head)
         digest = json.dumps(record, sort_keys=True, default=str).encode()
         for key in sorted(tensors):
@@ -266,17 +264,9 @@ class BundleTeacher(Teacher):
         dense = X.toarray() if sp.issparse(X) else X  # type: ignore[union-attr]
         return np.asarray(dense, dtype=np.float32)
 
-    def decide(self, probs: np.ndarray) -> list[Any]:
-        head = self._bundle.heads[self._head]
-        if self.kind == "multiclass":
-            return super().decide(probs)
-        thresholds = np.asarray(head.thresholds_, dtype=np.float32)
-        if self.kind == "binary":
-            return [self.labels[int(p >= thresholds[0])] for p in probs[:, 1]]
-        return [
-            [lab for lab, on in zip(self.labels, row, strict=True) if on]
-            for row in probs >= thresholds
-        ]
+    def thresholds(self, kind: Kind) -> np.ndarray:
+        """The head's own thresholds."""
+        return np.asarray(self._bundle.heads[self._head].thresholds_, dtype=np.float32)
 
     def size_bytes(self) -> int:
         return bundle_bytes(self._bundle, self._path)
@@ -314,9 +304,10 @@ class AnswersTeacher(Teacher):
         where = f"{where}: {path}"
         if not answers:
             raise DataError(f"{where}: no answers in it")
-        self.kind = "multilabel" if multilabel or not sums_to_one else "multiclass"
+        kind = MULTILABEL if multilabel or not sums_to_one else MULTICLASS
+        self.kind = kind
         self.labels = sorted({label for s in answers.values() for label in s})
-        if self.kind == "multiclass" and len(self.labels) < 2:
+        if kind.exclusive and len(self.labels) < 2:
             raise DataError(f"{where}: every answer is {self.labels[0]!r}; nothing to learn")
         self._answers_by_text = answers
         self.fingerprint = file_sha256(path)[:16]

@@ -15,7 +15,6 @@ import numpy as np
 from .._io import GRAPH_FILE, hashed_name, write_hashed
 from ..errors import BundleError, require
 from ..heads import FusedHeads
-from ..heads.kinds import SET_KINDS
 from ..trunks.onnxrt import EMBEDDING, HEAD_PREFIX, META_HEADS, OnnxTrunk
 
 __all__ = ["HEADS", "compose_heads", "const", "graph_file_name", "rewrite_heads", "serialize"]
@@ -85,17 +84,17 @@ def compose_heads(model: Any, fused: FusedHeads | None) -> Any:
                 ]
                 z = p + "logits"
             out = HEAD_PREFIX + name
-            if spec.kind == "multiclass":
+            if spec.kind.exclusive:
                 nodes.append(h.make_node("Softmax", [z], [out], name=p + "softmax", axis=1))
-            elif spec.kind in SET_KINDS:  # hierarchical: decided top-down after the graph
+            elif not spec.kind.single_logit:  # a set (hierarchical: decided top-down later)
                 nodes.append(h.make_node("Sigmoid", [z], [out], name=p + "sigmoid"))
-            else:
+            else:  # one logit: [1 - p, p]
                 nodes += [
                     h.make_node("Sigmoid", [z], [p + "p"], name=p + "sigmoid"),
                     h.make_node("Sub", [HEADS + "one", p + "p"], [p + "q"], name=p + "q"),
                     h.make_node("Concat", [p + "q", p + "p"], [out], name=p + "concat", axis=1),
                 ]
-            k = 2 if spec.kind == "binary" else spec.n_outputs
+            k = len(spec.labels)  # a probability per label
             graph.output.append(h.make_tensor_value_info(out, onnx.TensorProto.FLOAT, ["texts", k]))
             digests[name] = spec.digest
         graph.node.extend(nodes)

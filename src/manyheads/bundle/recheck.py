@@ -39,7 +39,8 @@ def _top_two(proba: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def decision_gaps(spec: HeadSpec, proba: np.ndarray) -> np.ndarray:
     """Per row, how far (in log-odds) the head's answer lies from changing."""
-    if spec.kind == "multiclass":
+    thresholded = spec.kind.thresholded(proba)
+    if thresholded is None:  # no thresholds: the top two probabilities
         if proba.shape[1] < 2:
             return np.full(len(proba), np.inf)
         a, b = _top_two(proba)
@@ -47,15 +48,14 @@ def decision_gaps(spec: HeadSpec, proba: np.ndarray) -> np.ndarray:
         rows = np.arange(len(proba))
         return np.asarray(logp[rows, a] - logp[rows, b])
     assert spec.thresholds is not None
-    if spec.kind == "binary":
-        return np.asarray(np.abs(_logit(proba[:, 1]) - _logit(spec.thresholds[:1])))
-    return np.asarray(np.abs(_logit(proba) - _logit(spec.thresholds)).min(axis=1))
+    return np.asarray(np.abs(_logit(thresholded) - _logit(spec.thresholds)).min(axis=1))
 
 
 def shifts(spec: HeadSpec, proba: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Per row, how far the decision statistic of ``proba`` (int8) moved from
     ``reference`` (float32), in log-odds."""
-    if spec.kind == "multiclass":
+    thresholded, before = spec.kind.thresholded(proba), spec.kind.thresholded(reference)
+    if thresholded is None or before is None:  # no thresholds: the top two probabilities
         if proba.shape[1] < 2:
             return np.zeros(len(proba))
         a, b = _top_two(proba)
@@ -63,8 +63,7 @@ def shifts(spec: HeadSpec, proba: np.ndarray, reference: np.ndarray) -> np.ndarr
         lq = np.log(np.clip(proba.astype(np.float64), _EPS, 1.0))
         lp = np.log(np.clip(reference.astype(np.float64), _EPS, 1.0))
         return np.asarray(np.abs((lq[rows, a] - lq[rows, b]) - (lp[rows, a] - lp[rows, b])))
-    cols = slice(1, 2) if spec.kind == "binary" else slice(None)
-    return np.asarray(np.abs(_logit(proba[:, cols]) - _logit(reference[:, cols])).max(axis=1))
+    return np.asarray(np.abs(_logit(thresholded) - _logit(before)).max(axis=1))
 
 
 def calibrate_margins(

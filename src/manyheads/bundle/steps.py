@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ManyheadsError
 from ..heads import FusedHeads
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 from ..trunks import Features
 from ..trunks.base import Encoding, TrunkBase
 from .pieces import mean_of_pieces, pieces_of
@@ -23,7 +23,7 @@ Answers = list[dict[str, Any]]
 
 def _blank_answer(kind: str, scores: str) -> dict[str, Any]:
     """What a head answers for an empty text: no label (see ``Bundle.predict``)."""
-    answer: dict[str, Any] = {"labels": []} if kind in SET_KINDS else {"label": None, "score": None}
+    answer = kind_of(kind).blank_answer()
     if scores != "none":
         answer["scores"] = {}
     return answer

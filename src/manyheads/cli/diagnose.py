@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import jobs
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 from .common import CacheDirOpt, LabelSepOpt, NoCacheOpt, TextFieldOpt, arg, opt, table
 
 
@@ -25,8 +25,7 @@ def _trunk_tables(result: dict[str, Any]) -> str:
             [i + 1, s["trunk"], s["probe"], s["knn"], s["discordance"], result["dims"][s["trunk"]]]
             for i, s in enumerate(task["scores"])
         ]
-        sets = task["kind"] in SET_KINDS
-        what = "label set" if sets else "label"
+        what = kind_of(task["kind"]).label_word
         blocks.append(
             f"\n{name} ({task['kind']}, {task['labels']} {what}s; commonest {what}'s share "
             f"{task['majority']:.3f})\n"

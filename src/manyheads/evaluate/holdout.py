@@ -8,11 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import DataError
-from ..heads.decode import decide
-from ..heads.kinds import SET_KINDS, expand_paths
 from ..heads.targets import encode_targets, known_rows
 from .metrics import head_metrics, hierarchical_metrics
 from .report import HeadOutcome, write_report
@@ -24,23 +20,20 @@ def known_only(head: Any, X: Any, labels: Sequence[Any]) -> tuple[Any, list[Any]
     """``(X, labels)`` without what ``head`` never saw in training (rows whose single
     label is unseen go; a multilabel row keeps its known labels)."""
     rows, kept = known_rows(head.kind, list(labels), head.classes_.tolist())
-    return (X if head.kind in SET_KINDS else X[rows]), kept
+    return (X if head.head_kind.is_set else X[rows]), kept
 
 
 def outcome(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> HeadOutcome:
     """What ``head`` answers on ``X`` against ``labels``. ``unseen``: a single label the
     head does not know is the target -1, an error (else every label must be known)."""
+    kind = head.head_kind
     proba = head.predict_proba(X)
     classes = head.classes_.tolist()
-    picked = decide(head.kind, proba, head.thresholds_, head.parents_)
-    if head.kind in SET_KINDS:
-        target = encode_targets(head.kind, labels, classes, path_sep=head.path_sep).y
-    elif unseen:
-        index = {c: i for i, c in enumerate(classes)}
-        target = np.array([index.get(v, -1) for v in labels])
-    else:
-        target = encode_targets(head.kind, labels, classes).y
-    return HeadOutcome(head.kind, classes, target, picked, proba, float(head.temperature_))
+    picked = kind.decide(proba, head.thresholds_, head.parents_)
+    target = encode_targets(
+        kind, labels, classes, path_sep=head.path_sep, unseen=-1 if unseen else None
+    ).y
+    return HeadOutcome(kind, classes, target, picked, proba, float(head.temperature_))
 
 
 def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> dict:
@@ -51,7 +44,7 @@ def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = Fals
 
 def _metrics(head: Any, found: HeadOutcome) -> dict[str, Any]:
     metrics = head_metrics(found.kind, found.target, found.picked, found.proba)
-    if found.kind == "hierarchical" and metrics["n"]:
+    if head.parents_ is not None and metrics["n"]:  # label paths: hierarchical scores
         metrics |= hierarchical_metrics(found.target, found.picked, head.parents_)
     return metrics
 
@@ -73,18 +66,10 @@ def evaluate_heads(
         y = list(labels[name])
         if len(y) != X.shape[0]:
             raise DataError(f"head {name!r}: {X.shape[0]} texts but {len(y)} labels")
-        known = set(head.classes_.tolist())
-        if head.kind == "hierarchical":  # unknown nodes of a path are left out
-            nodes = {n for paths in y for n in expand_paths(paths, head.path_sep)}
-            unseen = sorted(nodes - known)
-            found = outcome(head, X, y)
-        elif head.kind == "multilabel":
-            unseen = sorted({lab for labs in y for lab in labs} - known)
-            _, y = known_only(head, X, y)
-            found = outcome(head, X, y)
-        else:
-            unseen = sorted({v for v in y if v not in known}, key=str)
-            found = outcome(head, X, y, unseen=True)
+        kind, classes = head.head_kind, head.classes_.tolist()
+        unseen = kind.unseen(y, set(classes), head.path_sep)
+        scored, as_errors = kind.held_out(y, classes)
+        found = outcome(head, X, scored, unseen=as_errors)
         metrics = {"kind": head.kind, **_metrics(head, found)}
         if unseen:
             metrics["unseen_labels"] = [str(u) for u in unseen[:20]]

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.metrics import accuracy_score, f1_score
 
 from ..heads.calibration import expected_calibration_error
-from ..heads.kinds import SET_KINDS, node_depths
+from ..heads.kinds import kind_of, node_depths
 
 
 def head_metrics(
@@ -27,20 +27,10 @@ def head_metrics(
     n = int(y_true.shape[0])
     if n == 0:
         return {"n": 0}
-    if kind in SET_KINDS:
-        ece = expected_calibration_error(
-            np.maximum(proba, 1 - proba), (proba >= 0.5) == (y_true > 0)
-        )
-        return {
-            "n": n,
-            "accuracy": float(accuracy_score(y_true, y_pred)),
-            "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
-            "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
-            "ece": ece,
-        }
-    # a target of -1 (unseen in training) stays in both averages: an error like any other
-    present = np.unique(np.concatenate([y_true, y_pred]))
-    conf = proba.max(axis=1)
+    found = kind_of(kind)
+    # a single label's target of -1 (unseen in training) stays in both averages: an
+    # error like any other
+    present = found.scored_labels(y_true, y_pred)
     return {
         "n": n,
         "accuracy": float(accuracy_score(y_true, y_pred)),
@@ -50,18 +40,14 @@ def head_metrics(
         "micro_f1": float(
             f1_score(y_true, y_pred, labels=present, average="micro", zero_division=0)
         ),
-        "ece": expected_calibration_error(conf, np.argmax(proba, axis=1) == y_true),
+        "ece": expected_calibration_error(*found.calibration_pairs(proba, y_true)),
     }
 
 
 def per_label_f1(kind: str, y_true: np.ndarray, y_pred: np.ndarray, labels: list[Any]) -> dict:
     """F1 of each label (multiclass: one-vs-rest over class indices)."""
-    if kind in SET_KINDS:
-        scores = f1_score(y_true, y_pred, average=None, zero_division=0)
-    else:
-        scores = f1_score(
-            y_true, y_pred, labels=np.arange(len(labels)), average=None, zero_division=0
-        )
+    columns = kind_of(kind).label_columns(len(labels))
+    scores = f1_score(y_true, y_pred, labels=columns, average=None, zero_division=0)
     return {str(lab): float(s) for lab, s in zip(labels, scores, strict=True)}
 
 

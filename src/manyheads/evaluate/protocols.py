@@ -30,7 +30,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from ..errors import ConfigError, DataError, one_of, positive_int
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 from .holdout import head_scores
 
 __all__ = [
@@ -93,7 +93,7 @@ def check_values(kinds: Mapping[str, str], n_texts: int, options: ProtocolOption
             positive_int(options[name], name)
     if "train_texts" in options:
         for name, kind in kinds.items():
-            if kind in SET_KINDS:
+            if kind_of(kind).is_set:
                 raise ConfigError(
                     f"{{protocol}} mteb scores single-label heads; head {name!r} is {kind}",
                     options=("protocol",),
@@ -203,10 +203,8 @@ def _splits(
         raise ConfigError(
             f"{{folds}} is {folds}, but there are {len(labels)} rows", options=("folds",)
         )
-    if kind in SET_KINDS:
-        return list(KFold(folds, shuffle=True, random_state=seed).split(rows))
-    strat = [str(v) for v in labels]
-    if min(strat.count(v) for v in set(strat)) < folds:
+    strat = kind_of(kind).strata(labels)
+    if strat is None or min(strat.count(v) for v in set(strat)) < folds:
         return list(KFold(folds, shuffle=True, random_state=seed).split(rows))
     return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(rows, strat))
 
@@ -243,7 +241,7 @@ def kfold_scores(
             head.fit(X[fit], [labels[i] for i in fit], X_val=X[val], y_val=[labels[i] for i in val])
         except DataError as exc:
             raise DataError(f"a fold's training rows: {exc}") from None
-        scores = head_scores(head, X[test], [labels[i] for i in test], unseen=kind not in SET_KINDS)
+        scores = head_scores(head, X[test], [labels[i] for i in test], unseen=True)
         runs.append({k: v for k, v in scores.items() if not isinstance(v, dict)})
         if progress is not None:
             progress()

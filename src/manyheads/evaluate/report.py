@@ -28,7 +28,7 @@ import numpy as np
 
 from .._io import atomic_write_text
 from ..errors import require
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import Kind
 from .metrics import per_label_f1
 
 __all__ = ["MATRIX_LABELS", "HeadOutcome", "figure_png", "html_page", "write_report"]
@@ -46,7 +46,7 @@ class HeadOutcome:
     (its decisions, the same shapes), ``proba`` (after temperature scaling) and the
     ``temperature``."""
 
-    kind: str
+    kind: Kind
     classes: list[Any]
     target: np.ndarray
     picked: np.ndarray
@@ -57,7 +57,7 @@ class HeadOutcome:
         """The probabilities before temperature scaling (the logits times the
         temperature, back through softmax / sigmoid)."""
         p = np.clip(self.proba.astype(np.float64), 1e-12, 1 - 1e-12)
-        if self.kind == "multiclass":
+        if self.kind.exclusive:  # softmax
             z = np.log(p) * self.temperature
             z -= z.max(axis=1, keepdims=True)
             e = np.exp(z)
@@ -69,9 +69,7 @@ class HeadOutcome:
 def _confidence(outcome: HeadOutcome, proba: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(probability, whether it was right)`` pairs the reliability diagram bins: the
     top label of a single-label head, every (text, label) of a multilabel head."""
-    if outcome.kind in SET_KINDS:
-        return proba.ravel(), outcome.target.ravel() > 0
-    return proba.max(axis=1), np.argmax(proba, axis=1) == outcome.target
+    return outcome.kind.reliability_pairs(proba, outcome.target)
 
 
 def _reliability(confidence: np.ndarray, right: np.ndarray) -> list[dict[str, float]]:
@@ -112,7 +110,7 @@ def _figures(
     plt = require("matplotlib.pyplot", "report")
     figures = []
     classes = [str(c) for c in outcome.classes]
-    single = outcome.kind not in SET_KINDS
+    single = not outcome.kind.is_set
     if single and len(classes) <= MATRIX_LABELS:
         from sklearn.metrics import ConfusionMatrixDisplay
 

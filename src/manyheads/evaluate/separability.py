@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from ..data import split_indices
 from ..errors import ConfigError, DataError, one_of, positive_int
-from ..heads.kinds import KINDS, SET_KINDS
+from ..heads.kinds import KINDS, Kind, kind_of
 
 __all__ = [
     "ProbeResult",
@@ -65,7 +65,7 @@ class _Items:
     codes: np.ndarray  # a class per item: its label, or its label set
     names: list[Any]  # the class of each code
     groups: np.ndarray  # a group index per item (each item its own without groups)
-    kind: str
+    kind: Kind
     labels: list[Any]
 
 
@@ -73,7 +73,7 @@ def _items(X: Any, labels: Sequence[Any], kind: str, groups: Sequence[Any] | Non
     """The inputs checked and put in one shape (one-line errors)."""
     from sklearn.preprocessing import normalize
 
-    one_of(kind, KINDS, "kind")
+    found = kind_of(one_of(kind, tuple(KINDS), "kind"))
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float32)
         values = X.data
@@ -90,23 +90,22 @@ def _items(X: Any, labels: Sequence[Any], kind: str, groups: Sequence[Any] | Non
         raise DataError(f"need at least 2 items, got {n}")
     if not np.isfinite(values).all():
         raise DataError("vectors hold NaN or infinite values")
-    if kind in SET_KINDS:
+    if found.is_set:
         for i, labs in enumerate(labels):
             if isinstance(labs, str | bytes) or not isinstance(labs, Sequence | set | frozenset):
                 raise DataError(
                     f"label #{i} of a {kind} task must be a list of labels, got "
                     f"{type(labs).__name__}"
                 )
-        keys: list[Any] = [tuple(sorted(map(str, labs))) for labs in labels]
     else:
         for i, label in enumerate(labels):
             if isinstance(label, list | tuple | set | dict) or label is None:
                 raise DataError(f"label #{i} of a {kind} task must be one label, got {label!r}")
-        keys = labels
+    keys: list[Any] = [found.label_key(label) for label in labels]
     index: dict[Any, int] = {}
     codes = np.array([index.setdefault(key, len(index)) for key in keys], dtype=np.int64)
     if len(index) < 2:
-        what = "label set" if kind in SET_KINDS else "label"
+        what = found.label_word
         raise DataError(
             f"every item has the {what} {keys[0]!r}: separability needs at least two {what}s"
         )
@@ -118,7 +117,7 @@ def _items(X: Any, labels: Sequence[Any], kind: str, groups: Sequence[Any] | Non
             raise DataError(f"{n} vectors but {len(groups)} groups")
         seen: dict[Any, int] = {}
         group_codes = np.array([seen.setdefault(g, len(seen)) for g in groups], dtype=np.int64)
-    return _Items(normalize(X), codes, list(index), group_codes, kind, labels)
+    return _Items(normalize(X), codes, list(index), group_codes, found, labels)
 
 
 def _check_k(k: int, items: _Items) -> int:
@@ -169,7 +168,7 @@ def knn_accuracy(
     items = _items(X, labels, kind, groups)
     k = _check_k(k, items)
     right = 0
-    if kind in SET_KINDS:
+    if items.kind.is_set:
         names = sorted({str(v) for labs in items.labels for v in labs})
         where = {v: j for j, v in enumerate(names)}
         Y = np.zeros((len(items.labels), len(names)), dtype=np.int32)
@@ -177,7 +176,7 @@ def knn_accuracy(
             Y[i, [where[str(v)] for v in labs]] = 1
     for rows, sims in _similarity_blocks(items):
         near = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        if kind in SET_KINDS:
+        if items.kind.is_set:
             votes = Y[near].sum(axis=1)  # rows × labels
             right += int(((2 * votes > k) == (Y[rows] > 0)).all(axis=1).sum())
             continue
@@ -333,15 +332,16 @@ def linear_probe(
     fit, val = train[fit], train[val]
     if len(set(items.codes[fit].tolist())) < 2:
         raise DataError("the probe's train part holds one label only; give more items")
-    if kind in SET_KINDS:
+    sets = items.kind.is_set
+    if sets:
         y: list[Any] = [[str(v) for v in labs] for labs in items.labels]
     else:
         y = [str(v) for v in items.labels]
-    head = LinearHead(kind="multilabel" if kind in SET_KINDS else kind, C=C, thresholds="accuracy")
+    head = LinearHead(kind="multilabel" if sets else kind, C=C, thresholds="accuracy")
     Z = span_coordinates(items.X)
     head.fit(Z[fit], [y[i] for i in fit], X_val=Z[val], y_val=[y[i] for i in val])
     picked = head.predict(Z[test])
-    if kind in SET_KINDS:
+    if sets:
         where = {c: j for j, c in enumerate(head.classes_.tolist())}
         truth = np.zeros_like(picked)
         for row, i in enumerate(test):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from .._lazy import lazy_names
 from .convert import any_head_from_record, any_head_to_record
 from .fused import FusedHeads
-from .kinds import HEAD_TYPES, KINDS, check_head_name, check_kind, check_labels
+from .kinds import HEAD_TYPES, KINDS, Kind, check_head_name, check_kind, check_labels, kind_of
 
 if TYPE_CHECKING:
     from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
@@ -26,6 +26,7 @@ __all__ = [
     "KINDS",
     "AnyHead",
     "FusedHeads",
+    "Kind",
     "LinearHead",
     "any_head_from_record",
     "any_head_to_record",
@@ -35,6 +36,7 @@ __all__ = [
     "fit_temperature",
     "head_from_record",
     "head_to_record",
+    "kind_of",
     "tune_binary_threshold",
     "tune_thresholds",
 ]

@@ -14,16 +14,14 @@ from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils.validation import check_array
 
 from ..errors import ConfigError, DataError
-from .calibration import (
-    THRESHOLD_OBJECTIVES,
-    fit_temperature,
-    tune_binary_threshold,
-    tune_thresholds,
-)
-from .decode import decide
-from .kinds import SET_KINDS, check_kind, check_path_sep, label_problem, parent_index
+from .calibration import THRESHOLD_OBJECTIVES, fit_temperature
+from .kinds import KINDS, Kind, check_kind, kind_of, label_problem
 from .record import CheckedRecord
 from .targets import encode_targets, known_rows, learn_targets
+
+
+def _softmax_rows(z: np.ndarray) -> np.ndarray:
+    return softmax(z, axis=1)
 
 
 class HeadBase(ClassifierMixin, BaseEstimator):
@@ -45,6 +43,11 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     thresholds_: np.ndarray
 
     @property
+    def head_kind(self) -> Kind:
+        """The :class:`~manyheads.heads.kind.Kind` named by ``kind``."""
+        return kind_of(self.kind)
+
+    @property
     def fitted(self) -> bool:
         """Whether the head is fitted (it has weights and a temperature)."""
         return hasattr(self, "n_features_in_") and hasattr(self, "temperature_")
@@ -52,9 +55,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     def _check_common(self) -> None:
         """The settings every head has: kind, thresholds objective, class weights."""
         self._check_thresholds()
-        check_kind(self.kind)
-        if self.kind == "hierarchical":
-            check_path_sep(self.path_sep)
+        check_kind(self.kind).check_path_sep(self.path_sep)
         if not (
             self.class_weight is None
             or self.class_weight == "balanced"
@@ -91,28 +92,23 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     @property
     def parents_(self) -> np.ndarray | None:
         """A hierarchical head's parent of each label (an index, -1 for a root)."""
-        if self.kind != "hierarchical":
-            return None
-        return parent_index(self.classes_.tolist(), self.path_sep)
+        return self.head_kind.parents(self.classes_.tolist(), self.path_sep)
 
     @property
     def n_outputs_(self) -> int:
         """Outputs of the head's last layer: 1 for binary, else one per class / label."""
         if not self.fitted:
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet")
-        return 1 if self.kind == "binary" else len(self.classes_)
+        return self.head_kind.n_outputs(len(self.classes_))
 
     def _record_fields(self) -> dict[str, Any]:
         """The fields of the head's stored record every type has."""
-        fields: dict[str, Any] = {"kind": self.kind}
-        if self.kind == "hierarchical":
-            fields["path_sep"] = self.path_sep
-        return fields | {
+        kind = self.head_kind
+        stored = kind.stored_thresholds(len(self.classes_)) is not None
+        return {"kind": self.kind, **kind.record_fields(self.path_sep)} | {
             "labels": self.classes_.tolist(),
             "temperature": float(self.temperature_),
-            "thresholds": None
-            if self.kind == "multiclass"
-            else [float(t) for t in self.thresholds_.tolist()],
+            "thresholds": [float(t) for t in self.thresholds_.tolist()] if stored else None,
         }
 
     def _restore(self, checked: CheckedRecord) -> None:
@@ -122,7 +118,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         if checked.path_sep is not None:
             self.path_sep = checked.path_sep
         self.temperature_ = checked.temperature
-        n_thr = len(checked.labels) if self.kind in SET_KINDS else 1
+        n_thr = self.head_kind.n_thresholds(len(checked.labels))
         thresholds = checked.thresholds
         self.thresholds_ = (
             np.full(n_thr, 0.5, dtype=np.float32) if thresholds is None else thresholds.copy()
@@ -134,14 +130,15 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         """Learn ``classes_`` from ``y`` (or take ``classes``); return class indices or the
         0/1 float32 matrix (a multilabel head also takes a 0/1 indicator matrix: its
         columns are the classes)."""
-        if self.kind == "multilabel" and isinstance(y, np.ndarray) and y.ndim == 2:
+        kind = self.head_kind
+        if kind.indicator_targets and isinstance(y, np.ndarray) and y.ndim == 2:
             self._fit_indicator = True
             self.classes_ = np.arange(y.shape[1])
             if y.shape[1] == 0:
                 raise DataError("multilabel targets contain no label at all")
             return (y != 0).astype(np.float32)
         self._fit_indicator = False
-        if self.kind not in SET_KINDS:
+        if not kind.is_set:
             y = np.asarray(y)
             if y.ndim == 2 and y.shape[1] == 1:
                 warnings.warn(
@@ -167,7 +164,8 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     def _encode_targets(self, y: Any) -> np.ndarray:
         """Targets of ``y`` against the learnt ``classes_`` (multilabel: unseen labels left
         out; a single unseen label is an error)."""
-        if self.kind == "multilabel" and getattr(self, "_fit_indicator", False):
+        kind = self.head_kind
+        if kind.indicator_targets and getattr(self, "_fit_indicator", False):
             if not (isinstance(y, np.ndarray) and y.ndim == 2):
                 raise DataError(
                     "this head was fitted on a 0/1 indicator matrix; "
@@ -178,19 +176,18 @@ class HeadBase(ClassifierMixin, BaseEstimator):
                     f"indicator matrix has {y.shape[1]} columns, expected {len(self.classes_)}"
                 )
             return (y != 0).astype(np.float32)
-        labels = y if self.kind in SET_KINDS else np.asarray(y).tolist()
+        labels = y if kind.is_set else np.asarray(y).tolist()
         return encode_targets(self.kind, labels, self.classes_.tolist(), path_sep=self.path_sep).y
 
     def _known_validation(self, X_val: Any, y_val: Any) -> tuple[Any, np.ndarray]:
-        """Validation rows and encoded targets (binary: float 0/1), without what the
-        training data lacked (:func:`~manyheads.heads.targets.known_rows`)."""
+        """Validation rows and encoded targets, without what the training data lacked
+        (:func:`~manyheads.heads.targets.known_rows`)."""
         if X_val.shape[0] != len(y_val):
             raise DataError(f"X_val has {X_val.shape[0]} rows but y_val has {len(y_val)} labels")
-        if self.kind in SET_KINDS:
+        if self.head_kind.is_set:  # unseen labels are left out of a set's targets
             return X_val, self._encode_targets(y_val)
         rows, labels = known_rows(self.kind, np.asarray(y_val).tolist(), self.classes_.tolist())
-        target = self._encode_targets(labels)
-        return X_val[rows], target.astype(np.float64) if self.kind == "binary" else target
+        return X_val[rows], self._encode_targets(labels)
 
     def _check_thresholds(self) -> None:
         if self.thresholds not in THRESHOLD_OBJECTIVES:
@@ -207,15 +204,11 @@ class HeadBase(ClassifierMixin, BaseEstimator):
         z = self.decision_function(X_val, raw=True)
         if self.calibrate:
             self.temperature_ = fit_temperature(z, target, self.kind)
-        if self.kind in SET_KINDS:
-            self.thresholds_ = tune_thresholds(
-                expit(z / self.temperature_), target, self.thresholds
-            )
-        elif self.kind == "binary":
-            p = expit(z / self.temperature_)
-            self.thresholds_ = np.array(
-                [tune_binary_threshold(p, target, self.thresholds)], dtype=np.float32
-            )
+        tuned = self.head_kind.tune_thresholds(
+            expit(z / self.temperature_), target, self.thresholds
+        )
+        if tuned is not None:
+            self.thresholds_ = tuned
         return self
 
     def decision_function(self, X: Any, *, raw: bool = False) -> np.ndarray:
@@ -228,9 +221,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
             raise DataError(
                 f"X has {X.shape[1]} features but the head was fitted on {self.n_features_in_}"
             )
-        z = self._logits(X)
-        if self.kind == "binary":
-            z = z[:, 0]
+        z = self.head_kind.flat_logits(self._logits(X))
         return z if raw else z / np.float32(self.temperature_)
 
     def _logits(self, X: Any) -> np.ndarray:
@@ -243,13 +234,7 @@ class HeadBase(ClassifierMixin, BaseEstimator):
 
     def proba_from_logits(self, z: np.ndarray) -> np.ndarray:
         """Probabilities from temperature-scaled logits."""
-        if self.kind == "multiclass":
-            return softmax(z, axis=1)
-        p = expit(z)
-        if self.kind == "binary":
-            p = p.reshape(-1)
-            return np.stack([1 - p, p], axis=1)
-        return p
+        return self.head_kind.activate(z, _softmax_rows, expit)
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel)."""
@@ -258,14 +243,15 @@ class HeadBase(ClassifierMixin, BaseEstimator):
     def predict_from_proba(self, proba: np.ndarray) -> np.ndarray:
         """Labels (multiclass / binary) or a 0/1 indicator matrix (multilabel): the same
         decision as every answer's (:func:`~manyheads.heads.decode.decide`)."""
-        picked = decide(self.kind, proba, self.thresholds_, self.parents_)
-        return picked if self.kind in SET_KINDS else self.classes_[picked]
+        kind = self.head_kind
+        return kind.predicted(kind.decide(proba, self.thresholds_, self.parents_), self.classes_)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # fit and predict take CSR matrices
-        if self.kind == "binary":
+        kind = KINDS.get(self.kind) if isinstance(self.kind, str) else None
+        if kind is not None and kind.single_logit:
             tags.classifier_tags.multi_class = False
-        if self.kind in SET_KINDS:
+        if kind is not None and kind.is_set:
             tags.target_tags.multi_output = True
         return tags

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .kinds import SET_KINDS
+from .kind import sigmoid, softmax
+from .kinds import kind_of
 
 __all__ = [
     "SCORES",
@@ -26,27 +27,10 @@ SCORES = ("all", "top", "none")
 TOP_SCORES = 5
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise softmax."""
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    """Logistic function without overflow warnings."""
-    return np.exp(-np.logaddexp(0, -z))
-
-
 def activate(kind: str, z: np.ndarray) -> np.ndarray:
     """Probabilities from temperature-scaled logits: softmax, or sigmoid per output;
     binary heads give two columns ``[1 - p, p]``."""
-    if kind == "multiclass":
-        return softmax(z)
-    p = sigmoid(z)
-    if kind == "binary":
-        p = p[:, 0]
-        return np.stack([1 - p, p], axis=1)
-    return p
+    return kind_of(kind).activate(z)
 
 
 def decide(
@@ -60,20 +44,7 @@ def decide(
     labels whose probability reaches their thresholds. Hierarchical (``parents``: each
     label's parent index, -1 for a root): top-down, a label is picked when it reaches
     its threshold and its parent is picked, so no child comes without its parent."""
-    if kind in SET_KINDS:
-        hits = proba >= thresholds
-        if kind == "hierarchical" and parents is not None:
-            children = np.flatnonzero(parents >= 0)
-            while True:  # a level deeper each pass, until no child is dropped
-                kept = hits[:, children] & hits[:, parents[children]]
-                if np.array_equal(kept, hits[:, children]):
-                    break
-                hits[:, children] = kept
-        return hits.astype(np.int64)
-    if kind == "binary":
-        assert thresholds is not None
-        return (proba[:, 1] >= thresholds[0]).astype(np.int64)
-    return np.argmax(proba, axis=1)
+    return kind_of(kind).decide(proba, thresholds, parents)
 
 
 def answers(
@@ -95,14 +66,7 @@ def answers(
     elif scores == "top":
         order = np.argsort(-rounded_array, axis=1, kind="stable")[:, :TOP_SCORES].tolist()
         kept = [{labels[j]: ps[j] for j in best} for ps, best in zip(rounded, order, strict=True)]
-    out: list[dict[str, Any]]
-    if kind in SET_KINDS:
-        out = [
-            {"labels": [lab for lab, hit in zip(labels, hits, strict=True) if hit]}
-            for hits in picked
-        ]
-    else:
-        out = [{"label": labels[k], "score": ps[k]} for k, ps in zip(picked, rounded, strict=True)]
+    out = kind_of(kind).answers(labels, picked, rounded)
     if scores != "none":
         for answer, one in zip(out, kept, strict=True):
             answer["scores"] = one

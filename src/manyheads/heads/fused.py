@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .decode import SCORES, activate, answers, check_scores
-from .kinds import KINDS, parent_index
+from .decode import SCORES, answers, check_scores
+from .kinds import KINDS, Kind
 from .record import check_record
 
 __all__ = [
@@ -69,7 +69,7 @@ class HeadSpec:
     """
 
     type: str
-    kind: str
+    kind: Kind
     labels: list[Any]
     thresholds: np.ndarray | None
     W1: np.ndarray
@@ -126,9 +126,7 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         W2=None if W2 is None else np.ascontiguousarray(W2, dtype=np.float32),
         b2=None if b2 is None else np.asarray(b2, dtype=np.float32),
         digest=record_digest(record, tensors),
-        parents=None
-        if checked.path_sep is None
-        else parent_index(checked.labels, checked.path_sep),
+        parents=checked.kind.parents(checked.labels, checked.path_sep),
     )
 
 
@@ -222,7 +220,7 @@ class FusedHeads:
             spec, z = self.specs[n], Z[:, slices[n]]
             if spec.W2 is not None:  # an MLP head: ReLU, then its output layer
                 z = np.maximum(z, 0) @ spec.W2 + spec.b2
-            out[n] = activate(spec.kind, z)
+            out[n] = spec.kind.activate(z)
         return out
 
     def predict(self, X: Any, names: Sequence[str] | None = None) -> list[dict[str, Any]]:

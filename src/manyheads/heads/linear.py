@@ -18,7 +18,7 @@ from .base import HeadBase
 from .calibration import (
     calibrated_nll,
 )
-from .kinds import PATH_SEP, SET_KINDS
+from .kinds import PATH_SEP
 from .record import check_record
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
@@ -142,7 +142,8 @@ class LinearHead(HeadBase):
         if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and not sw.any():
             raise DataError("sample_weight must contain at least one non-zero weight")
         Q = None if soft_target is None else self._soft_columns(*soft_target, rows=X.shape[0])
-        if self.kind in SET_KINDS:
+        kind = self.head_kind
+        if kind.is_set:
             Y = target.astype(np.float64)
             pos_weight = self._label_weights(Y)
 
@@ -164,7 +165,7 @@ class LinearHead(HeadBase):
                 sw = cw if sw is None else sw * cw
 
             def solve(C: float, start: LinearSolution | None) -> LinearSolution:
-                if self.kind == "binary":
+                if kind.single_logit:  # one sigmoid: the positive class's
                     return fit_sigmoid(
                         X,
                         idx[:, None] if Q is None else Q,
@@ -198,7 +199,7 @@ class LinearHead(HeadBase):
         self.coef_, self.intercept_, self.n_iter_ = sol.coef, sol.intercept, sol.n_iter
         if warm is None or not hasattr(self, "temperature_"):
             self.temperature_ = 1.0
-            n_thr = len(self.classes_) if self.kind in SET_KINDS else 1
+            n_thr = kind.n_thresholds(len(self.classes_))
             self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
         if has_val:
             self.calibrate_on(X_val, y_val)
@@ -215,11 +216,9 @@ class LinearHead(HeadBase):
         if not np.isfinite(P).all() or P.min() < 0 or P.max() > 1:
             raise DataError("soft targets must be probabilities in [0, 1]")
         where = {label: i for i, label in enumerate(names)}
-        classes = self.classes_.tolist()[1:] if self.kind == "binary" else self.classes_.tolist()
-        Q = P[:, [where[c] for c in classes]]
-        if self.kind == "multiclass":
-            Q = Q / np.maximum(Q.sum(axis=1, keepdims=True), 1e-12)
-        return Q
+        kind = self.head_kind
+        classes = kind.output_classes(self.classes_.tolist())
+        return kind.soft_target(P[:, [where[c] for c in classes]])
 
     def _select_C(self, solve, warm, X_val, y_val):  # type: ignore[no-untyped-def]
         """Walk C by factors of 4 from 1 while the calibrated validation log-loss improves."""
@@ -247,9 +246,7 @@ class LinearHead(HeadBase):
         return best, results[best][1]
 
     def _calibrated_loss(self, X_val: Any, target: np.ndarray, coef: Any, intercept: Any) -> float:
-        z = X_val @ coef.T + intercept
-        if self.kind == "binary":
-            z = z[:, 0]
+        z = self.head_kind.flat_logits(X_val @ coef.T + intercept)
         return float(calibrated_nll(z, target, self.kind)[1])
 
     def validation_loss(self, X_val: Any, y_val: Any) -> float:
@@ -269,22 +266,16 @@ class LinearHead(HeadBase):
         :meth:`fit`), keeping the temperature and the thresholds fitted on the
         validation split."""
         temperature = self.temperature_
-        old: dict[Any, float] = {}
-        if self.kind in SET_KINDS:
-            old = dict(zip(self.classes_.tolist(), self.thresholds_.tolist(), strict=True))
-        binary_threshold = float(self.thresholds_[0])
+        old, old_classes = self.thresholds_.copy(), self.classes_.tolist()
         self.set_params(warm_start=True)
         try:
             self.fit(X, y, soft_target=soft_target)
         finally:
             self.set_params(warm_start=False)
         self.temperature_ = temperature
-        if self.kind in SET_KINDS:
-            self.thresholds_ = np.array(
-                [old.get(c, 0.5) for c in self.classes_.tolist()], dtype=np.float32
-            )
-        elif self.kind == "binary":
-            self.thresholds_ = np.array([binary_threshold], dtype=np.float32)
+        kept = self.head_kind.carry_thresholds(old, old_classes, self.classes_.tolist())
+        if kept is not None:
+            self.thresholds_ = kept
         return self
 
     def _label_weights(self, Y: np.ndarray) -> np.ndarray | None:
@@ -332,7 +323,7 @@ class LinearHead(HeadBase):
         from .calibration import expected_calibration_error, fit_temperature
 
         check_is_fitted(self, "coef_")
-        if self.kind != "multiclass":
+        if not self.head_kind.exclusive:
             raise ConfigError("crossfit_temperature is for multiclass heads")
         X = check_array(X, accept_sparse="csr", dtype=(np.float32, np.float64))
         y_arr = np.asarray(y)

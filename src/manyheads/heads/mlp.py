@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
-from .kinds import PATH_SEP, SET_KINDS
+from .kinds import PATH_SEP
 from .nn import LoopSettings, seeded, shuffled, task_loss, train_loop
 from .record import check_record
 
@@ -192,7 +192,7 @@ class MLPHead(HeadBase):
         """``(per-class weights, per-label positive weights)`` from ``class_weight``."""
         if self.class_weight is None:
             return None, None
-        if self.kind in SET_KINDS:
+        if self.head_kind.is_set:
             if self.class_weight == "balanced":
                 pos = target.sum(0)
                 neg = target.shape[0] - pos
@@ -216,7 +216,7 @@ class MLPHead(HeadBase):
         rng = np.random.default_rng(seed)
         perm = rng.permutation(n)
         mask = np.zeros(n, dtype=bool)
-        if self.kind in SET_KINDS:
+        if self.head_kind.is_set:
             mask[perm[: round(n * frac)]] = True
         else:
             # stratified: random order within each class, stochastic rounding of
@@ -264,8 +264,6 @@ class MLPHead(HeadBase):
             held = self._holdout(target, seed)
             if held is not None:
                 Xv, tv = X[held], target[held]
-                if self.kind == "binary":
-                    tv = tv.astype(np.float64)
                 X, target = X[~held], target[~held]
         if Xv is not None:
             Xv = np.ascontiguousarray(
@@ -276,7 +274,7 @@ class MLPHead(HeadBase):
         self._train(X, target, Xv, tv, class_w, pos_w, seed)
 
         self.temperature_ = 1.0
-        n_thr = len(self.classes_) if self.kind in SET_KINDS else 1
+        n_thr = self.head_kind.n_thresholds(len(self.classes_))
         self.thresholds_ = np.full(n_thr, 0.5, dtype=np.float32)
         if Xv is not None and tv is not None:
             self._calibrate(Xv, tv)
@@ -294,7 +292,7 @@ class MLPHead(HeadBase):
     ) -> None:
         torch: Any = require("torch", "transformers")
         n, d = X.shape
-        n_out = 1 if self.kind == "binary" else len(self.classes_)
+        n_out = self.head_kind.n_outputs(len(self.classes_))
         kind = self.kind
 
         with warnings.catch_warnings():
@@ -302,15 +300,9 @@ class MLPHead(HeadBase):
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             X_t = torch.from_numpy(X)
             Xv_t = None if Xv is None else torch.from_numpy(Xv)
-        if kind == "multiclass":
-            y_t = torch.from_numpy(np.ascontiguousarray(target, dtype=np.int64))
-            yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=np.int64))
-        elif kind == "binary":
-            y_t = torch.from_numpy(np.asarray(target, dtype=np.float32))
-            yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=np.float32))
-        else:
-            y_t = torch.from_numpy(np.ascontiguousarray(target, dtype=np.float32))
-            yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=np.float32))
+        dtype = self.head_kind.target_dtype()  # class indices, or 0/1 as floats
+        y_t = torch.from_numpy(np.ascontiguousarray(target, dtype=dtype))
+        yv_t = None if tv is None else torch.from_numpy(np.asarray(tv, dtype=dtype))
         cw_t = None if class_w is None else torch.from_numpy(class_w.astype(np.float32))
         pw_t = None if pos_w is None else torch.from_numpy(pos_w.astype(np.float32))
 

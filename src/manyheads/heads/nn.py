@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigError, require
+from .kinds import kind_of
 
 __all__ = [
     "LoopResult",
@@ -41,18 +42,7 @@ def task_loss(
     ``pos_weight``: per label, the weight of its positives).
     """
     functional = require("torch", "transformers").nn.functional
-    if kind == "multiclass":
-        return functional.cross_entropy(logits, target, weight=class_weight)
-    if kind == "binary":
-        z = logits.reshape(-1) if logits.ndim == 2 else logits
-        per_row = functional.binary_cross_entropy_with_logits(
-            z, target.reshape(-1).to(z.dtype), reduction="none"
-        )
-        if class_weight is None:
-            return per_row.mean()
-        w = class_weight[target.reshape(-1).long()]
-        return (per_row * w).sum() / w.sum()
-    return functional.binary_cross_entropy_with_logits(logits, target, pos_weight=pos_weight)
+    return kind_of(kind).loss(functional, logits, target, class_weight, pos_weight)
 
 
 def distil_loss(kind: str, logits: Any, target: Any, temperature: float = 1.0) -> Any:
@@ -62,11 +52,7 @@ def distil_loss(kind: str, logits: Any, target: Any, temperature: float = 1.0) -
     times ``temperature ** 2`` so its gradients keep their size as the temperature grows."""
     functional = require("torch", "transformers").nn.functional
     z = logits / temperature
-    if kind == "multiclass":
-        loss = -(target * functional.log_softmax(z, dim=1)).sum(dim=1).mean()
-    else:
-        loss = functional.binary_cross_entropy_with_logits(z, target)
-    return loss * temperature**2
+    return kind_of(kind).distil_loss(functional, z, target) * temperature**2
 
 
 # -- the one training loop -----------------------------------------------------

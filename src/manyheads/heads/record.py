@@ -25,14 +25,7 @@ import numpy as np
 
 from .._text import unicode_problem
 from ..errors import ConfigError, DataError
-from .kinds import (
-    SET_KINDS,
-    STORED_HEAD_TYPES,
-    check_path_sep,
-    kind_problem,
-    label_problem,
-    parent_index,
-)
+from .kinds import STORED_HEAD_TYPES, Kind, check_kind, kind_problem, label_problem
 
 __all__ = [
     "HEAD_TYPES_STORED",
@@ -112,7 +105,7 @@ class CheckedRecord:
     """The JSON fields of a record, checked: what every reader of a record needs."""
 
     type: str
-    kind: str
+    kind: Kind
     labels: list[Any]
     temperature: float
     thresholds: np.ndarray | None  # binary: 1 value; multilabel / hierarchical: one per label
@@ -122,7 +115,7 @@ class CheckedRecord:
 
     @property
     def n_outputs(self) -> int:
-        return 1 if self.kind == "binary" else len(self.labels)
+        return self.kind.n_outputs(len(self.labels))
 
 
 def _number(value: Any) -> float | None:
@@ -176,26 +169,13 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
     htype = record.get("type", "linear")
     if htype not in STORED_HEAD_TYPES:
         raise DataError(f"unknown head type {htype!r}; this version knows 'linear' and 'mlp'")
-    kind = record.get("kind")
-    problem = kind_problem(kind)
+    named = record.get("kind")
+    problem = kind_problem(named)
     if problem is not None:
         raise DataError(f"head {problem}")
-    kind = str(kind)
+    kind = check_kind(named)
     labels = check_label_values(record.get("labels"))
-    least = 1 if kind in SET_KINDS else 2
-    if len(labels) < least:
-        raise DataError(f"a {kind} head needs at least {least} labels, got {len(labels)}")
-    path_sep = None
-    if kind == "hierarchical":
-        try:
-            path_sep = check_path_sep(record.get("path_sep"))
-        except ValueError as exc:
-            raise DataError(f"hierarchical head: {exc}") from None
-        if not all(isinstance(v, str) for v in labels):
-            raise DataError("a hierarchical head's labels are paths (text)")
-        parent_index(labels, path_sep)  # every label's parent is a label too
-    if kind == "binary" and len(labels) != 2:
-        raise DataError(f"a binary head has exactly 2 labels, got {len(labels)}")
+    path_sep = kind.check_stored_labels(labels, record.get("path_sep"))
     raw_t = record.get("temperature", 1.0)
     temperature = _number(raw_t)
     if temperature is None or not TEMPERATURE_MIN <= temperature <= TEMPERATURE_MAX:
@@ -204,9 +184,9 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
             f"got {raw_t!r}"
         )
     thresholds = None
-    if kind != "multiclass":
+    n_thr = kind.stored_thresholds(len(labels))
+    if n_thr is not None:
         raw = record.get("thresholds")
-        n_thr = len(labels) if kind in SET_KINDS else 1
         if raw is None:
             raw = [0.5] * n_thr
         if not isinstance(raw, list) or len(raw) != n_thr:
@@ -216,7 +196,7 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
             bad = next(r for r, v in zip(raw, values, strict=True) if v is None or not 0 <= v <= 1)
             raise DataError(f"head thresholds must be numbers in [0, 1], got {bad!r}")
         thresholds = np.asarray(values, dtype=np.float32)
-    n_outputs = 1 if kind == "binary" else len(labels)
+    n_outputs = kind.n_outputs(len(labels))
     params = record.get("params") or {}
     if not isinstance(params, dict):
         raise DataError(f"head 'params' must be an object, got {type(params).__name__}")

@@ -15,7 +15,7 @@ from .._progress import progress_bar
 from ..bundle import Bundle
 from ..cache import EmbeddingCache
 from ..data import Dataset, split_indices
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 from ..trunks.base import l2_normalise
 from .options import BYTE_TRUNK_EPOCHS, TaskSpec, TrainReport
 
@@ -59,7 +59,7 @@ def train_new_byte(
 
     texts, n = dataset.texts, len(dataset.texts)
     if fit.val_fraction > 0:
-        stratify = next((dataset.labels[s.name] for s in specs if s.kind not in SET_KINDS), None)
+        stratify = next((dataset.labels[s.name] for s in specs if not kind_of(s.kind).is_set), None)
         train_idx, val_idx = split_indices(
             n,
             stratify=None if stratify is None else [str(v) for v in stratify],

@@ -13,7 +13,7 @@ from .._settings import Rule, Settings
 from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
-from ..heads.kinds import distinct_labels, expand_paths
+from ..heads.kinds import distinct_labels, kind_of
 from ..heads.record import HeadLimits
 from ..train.settings import FitSettings
 from .byte import train_byte_heads, train_new_byte
@@ -163,9 +163,9 @@ def _train(
         labels = dataset.labels[spec.name]
         distinct = distinct_labels(spec.kind, labels)
         limits.check_labels(distinct, f"head {spec.name!r}")
-        if spec.kind == "hierarchical":  # a path with an empty part, named by its row
-            for i, paths in enumerate(labels):
-                expand_paths(paths, fit.path_sep, f"{dataset.source}: row {i + 1}: ")
+        kind_of(spec.kind).check_paths(  # a path with an empty part, named by its row
+            labels, fit.path_sep, lambda i: f"{dataset.source}: row {i + 1}: "
+        )
     cache = cache_setting(job.cache_dir, job.no_cache)
     if exists:
         bundle = Bundle.load(folder, cache=cache, limits=limits)

@@ -12,7 +12,7 @@ from ..bundle import Bundle
 from ..bundle.pieces import check_long_texts, check_max_chars
 from ..errors import positive_int
 from ..heads.decode import check_scores
-from ..heads.kinds import SET_KINDS
+from ..heads.kinds import kind_of
 from .formats import Columns
 
 __all__ = ["Labeller", "label_rows"]
@@ -41,7 +41,7 @@ class Labeller:
     def columns(self, inputs: list[str]) -> Columns:
         """The output's columns: ``inputs``, then each head's (a list of labels for a
         multilabel or hierarchical head)."""
-        listed = {h for h in self.heads if self.bundle.head_info[h]["kind"] in SET_KINDS}
+        listed = {h for h in self.heads if kind_of(self.bundle.head_info[h]["kind"]).is_set}
         return Columns(inputs, list(self.heads), listed)
 
     def problem(self, row: Any) -> str | None:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError, require
-from ..heads.kinds import SET_KINDS, check_kind
+from ..heads.kinds import check_kind, kind_of
 from ..heads.nn import LoopSettings, task_loss, train_loop
 from ..heads.targets import Targets, learn_targets
 from ..trunks.base import check_texts
@@ -111,12 +111,12 @@ class ByteTraining:
 def _targets(name: str, labels: Sequence[Any], kind: str) -> Targets:
     """A task's targets (:func:`~manyheads.heads.targets.learn_targets`): labels read as
     text, ``None`` = this text is not labelled for this task."""
-    check_kind(kind, f"task {name!r}:")
+    sets = check_kind(kind, f"task {name!r}:").is_set
 
     def as_text(v: Any) -> Any:
-        if v is None or (kind in SET_KINDS and not isinstance(v, list | tuple | set)):
+        if v is None or (sets and not isinstance(v, list | tuple | set)):
             return v  # no label; or not a list of labels, which learn_targets says
-        return [str(x) for x in v] if kind in SET_KINDS else str(v)
+        return [str(x) for x in v] if sets else str(v)
 
     return learn_targets(kind, [as_text(v) for v in labels], where=f"task {name!r}: ", missing=True)
 
@@ -225,7 +225,7 @@ def train_byte_trunk(
         raise ConfigError("start: the trunk to go on from has another config than the one given")
     keep_on_crop = settings.kept_on_crop(tasks)
     targets = {n: _targets(n, labels, kind) for n, (labels, kind) in tasks.items()}
-    kinds = {n: kind for n, (_, kind) in tasks.items()}
+    kinds = {n: kind_of(kind) for n, (_, kind) in tasks.items()}
     t0 = time.perf_counter()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -253,7 +253,7 @@ def train_byte_trunk(
     uncertainty = settings.weighting == "uncertainty"
     log_var = nn.Parameter(torch.zeros(len(targets)), requires_grad=uncertainty)
     chance = {
-        n: math.log(2.0) if kinds[n] in SET_KINDS else math.log(len(t.classes))
+        n: math.log(2.0) if kinds[n].is_set else math.log(len(t.classes))
         for n, t in targets.items()
     }
     ids_all, lengths = byte_ids(texts, config.max_bytes, config.stride)
@@ -276,7 +276,7 @@ def train_byte_trunk(
             y = torch.from_numpy(y_all[rows[present]])
             sub = emb[torch.from_numpy(present)]
             # binary tasks train two outputs, as multiclass ones do
-            loss_kind = "multilabel" if kinds[name] in SET_KINDS else "multiclass"
+            loss_kind = "multilabel" if kinds[name].is_set else "multiclass"
             this = sum(
                 task_loss(loss_kind, head(sub[:, :d]), y)
                 for d, head in zip(config.dims, heads[name], strict=True)

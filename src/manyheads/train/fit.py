@@ -20,11 +20,7 @@ from ..data import check_groups, data_hash, split_indices
 from ..errors import ConfigError, DataError
 from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
-from ..heads.kinds import (
-    SET_KINDS,
-    distinct_labels,
-    expand_paths,
-)
+from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
 from ..trunks.base import check_texts
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
@@ -131,7 +127,7 @@ def split(
     by label (multilabel: not stratified)."""
     return split_indices(
         len(labels),
-        stratify=None if kind in SET_KINDS else [str(v) for v in labels],
+        stratify=kind_of(kind).strata(labels),
         groups=groups,
         val_fraction=fraction,
         seed=seed,
@@ -251,7 +247,8 @@ def fit_head(
     """
     s = FitSettings.of({**(settings or FitSettings()).values(), **options}, "fit_head")
     name = check_head_name(name)
-    kind = check_kind(kind)
+    head_kind = check_kind(kind)
+    kind = head_kind
     head = s.head
     texts = check_texts(texts)
     labels = list(labels)
@@ -263,9 +260,9 @@ def fit_head(
         if not t.strip():
             raise DataError(f"head {name!r}: text #{i} is empty")
     check_labels(name, kind, labels)
-    if kind == "hierarchical":  # every path read before any trunk call
-        for i, paths in enumerate([*labels, *(val_labels or [])]):
-            expand_paths(paths, s.path_sep, f"head {name!r}: label #{i}: ")
+    head_kind.check_paths(  # every label path read before any trunk call
+        [*labels, *(val_labels or [])], s.path_sep, lambda i: f"head {name!r}: label #{i}: "
+    )
     if groups is not None:
         groups = check_groups(groups, len(texts), f"head {name!r}")
     if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
@@ -344,13 +341,13 @@ def fit_head(
             model.temperature_ = temperature
         refit = s.refit
         if refit is None:  # default: multiclass heads only (see the docstring)
-            refit = kind == "multiclass" and soft is None
+            refit = head_kind.exclusive and soft is None
         if refit and len(y_val) and isinstance(model, LinearHead):
             X_fit = _vstack(X, X_val) if val_texts is not None else X_all
             y_fit = list(y) + list(y_val) if val_texts is not None else labels
             soft_all = None if soft is None or val_texts is not None else (soft_names, soft)
             model.refit_keeping_calibration(X_fit, y_fit, soft_target=soft_all)
-            if kind == "multiclass" and soft is None:
+            if head_kind.exclusive and soft is None:
                 fit_groups = None if groups is None else [f"g{g!r}" for g in groups]
                 if fit_groups is not None and val_texts is not None:
                     fit_groups += [f"v{i}" for i in range(len(y_val))]

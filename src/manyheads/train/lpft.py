@@ -59,7 +59,7 @@ import numpy as np
 from .._io import staged_dir
 from .._progress import transformers_bars
 from ..errors import ConfigError, DataError, ManyheadsError, require
-from ..heads.kinds import check_kind
+from ..heads.kinds import check_kind, kind_of
 from ..heads.nn import (
     LoopResult,
     LoopSettings,
@@ -168,7 +168,7 @@ class _Task:
 
     @property
     def outputs(self) -> int:
-        return 1 if self.kind == "binary" else len(self.classes)
+        return kind_of(self.kind).n_outputs(len(self.classes))
 
 
 # -- validation ------------------------------------------------------------
@@ -176,14 +176,14 @@ class _Task:
 
 def _soft_task(n_texts: int, name: str, soft: SoftTask) -> _Task:
     kind = check_kind(soft.kind, f"task {name!r}:")
-    if kind == "hierarchical":
+    if not kind.soft_targets:
         raise ConfigError(f"task {name!r}: soft targets are multiclass, binary or multilabel")
     probs = np.asarray(soft.probs, dtype=np.float32)
-    if probs.ndim != 2 or probs.shape[0] != n_texts or probs.shape[1] < 2 - (kind != "binary"):
+    if probs.ndim != 2 or probs.shape[0] != n_texts or kind.output_columns(probs).shape[1] < 1:
         raise DataError(f"task {name!r}: probs must be {n_texts} rows x labels, got {probs.shape}")
     if soft.logits is not None and np.shape(soft.logits) != probs.shape:
         raise DataError(f"task {name!r}: logits must have the shape of probs {probs.shape}")
-    target = probs[:, 1:2] if kind == "binary" else probs
+    target = kind.output_columns(probs)
     return _Task(name, kind, list(range(probs.shape[1])), target, 1.0, soft)
 
 
@@ -237,9 +237,7 @@ def _prepare_tasks(
             learnt = learn_targets(kind, labels, where=f"task {name!r}: ")
         except DataError as exc:
             raise DataError(str(exc)) from None
-        target = learnt.y
-        if kind == "binary":  # one sigmoid output: the positive class, as a float
-            target = target.astype(np.float32)[:, None]
+        target = kind.layer_target(learnt.y)
         out.append(_Task(name, kind, learnt.classes, target, float(weight)))
     if not any(t.weight > 0 for t in out):
         raise ConfigError("task_weights are all zero; at least one task must weigh > 0")
