@@ -128,6 +128,14 @@ class Settings:
             )
         return cls(**options)
 
+    @classmethod
+    def merged(cls: type[S], settings: S | None, options: Mapping[str, Any], what: str = "") -> S:
+        """``settings`` (default: every setting at its default) with ``options`` (by
+        name) over it, checked."""
+        if settings is not None and not options:
+            return settings
+        return cls.of({**(settings or cls()).values(), **options}, what)
+
     def replace(self: S, **changes: Any) -> S:
         """A copy with ``changes`` (checked again)."""
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]

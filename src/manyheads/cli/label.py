@@ -49,19 +49,18 @@ def label(
     them) with the bundle's heads into OUTPUT: streamed, resumable (run the same
     command again after an interruption), bad rows in OUTPUT.errors.jsonl."""
     from .. import jobs
-    from ..label import LabelOptions, label
+    from ..label import LabelSettings, label
 
-    options: LabelOptions = {
-        "heads": split_names(heads), "text_field": text_field, "id_field": id_field,
-        "batch_size": batch_size, "output_format": output_format, "input_format": input_format,
-        "scores": scores,
-        "tier": tier, "max_chars": max_chars, "long_texts": long_texts, "restart": restart,
-    }  # fmt: skip
+    settings = LabelSettings(
+        heads=split_names(heads), text_field=text_field, id_field=id_field,
+        batch_size=batch_size, output_format=output_format, input_format=input_format,
+        scores=scores, tier=tier, max_chars=max_chars, long_texts=long_texts, restart=restart,
+    )  # fmt: skip
     if engine == "ray":
         _quiet_ray()
     summary = label(
-        input_path, bundle or jobs.DEFAULT_BUNDLE, output, engine=engine, address=address,
-        workers=workers, progress=sys.stderr.isatty(), **options,
+        input_path, bundle or jobs.DEFAULT_BUNDLE, output, settings, engine=engine,
+        address=address, workers=workers, progress=sys.stderr.isatty(),
     )  # fmt: skip
     typer.echo(summary_line(summary))
     if fail_on_bad_rows and summary.bad_rows:

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import os
-from typing import Unpack
+from typing import Any
 
 from ..errors import ConfigError, one_of
-from .job import LabelOptions, LabelSummary, label_file
+from .job import LabelSettings, LabelSummary, label_file
 
 __all__ = ["ENGINES", "label"]
 
@@ -19,28 +19,32 @@ def label(
     input_path: str | os.PathLike[str],
     bundle_path: str | os.PathLike[str],
     output: str | os.PathLike[str],
+    settings: LabelSettings | None = None,
     *,
     engine: str = "local",
     address: str | None = None,
     workers: int | None = None,
     progress: bool = False,
-    **options: Unpack[LabelOptions],
+    **options: Any,
 ) -> LabelSummary:
     """Label ``input_path`` into ``output`` with the ``engine`` asked for: ``"local"``
     (one output file; ``workers`` processes, default 1) or ``"ray"`` (an output folder;
     ``workers`` actors, default one per CPU; ``address``: a running cluster's, default a
-    Ray started here). ``progress``: a progress bar on standard error."""
+    Ray started here). ``progress``: a progress bar on standard error. ``settings``
+    (a :class:`~manyheads.label.rows.LabelSettings`), with ``options`` over it: what
+    the job does with each row, the same on either engine."""
     one_of(engine, ENGINES, "engine")
+    settings = LabelSettings.merged(settings, options, "label")
     if engine == "ray":
         from .ray_engine import label_with_ray
 
         return label_with_ray(
-            input_path, bundle_path, output, address=address, workers=workers,
-            progress=progress, **options,
+            input_path, bundle_path, output, settings, address=address, workers=workers,
+            progress=progress,
         )  # fmt: skip
     if address is not None:
         raise ConfigError("{address} is for the ray engine", options=("address",))
     return label_file(
-        input_path, bundle_path, output, workers=1 if workers is None else workers,
-        progress=progress, **options,
+        input_path, bundle_path, output, settings, workers=1 if workers is None else workers,
+        progress=progress,
     )  # fmt: skip

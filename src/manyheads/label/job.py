@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from .._io import atomic_write_bytes, atomic_write_text, describe_os_error, remove_stale_temps
 from .._progress import progress_bar
@@ -40,31 +40,15 @@ from ..data.tables import check_file, format_of, input_files
 from ..errors import ConfigError, DataError, positive_int, require
 from .formats import Columns, arrow_schema
 from .parts import Part, answered, join_parts, read_parts
-from .rows import Labeller
+from .rows import Labeller, LabelSettings
 
 __all__ = [
-    "JOB_FILE", "LabelOptions", "LabelSummary", "fingerprint", "job_record",
+    "JOB_FILE", "LabelSettings", "LabelSummary", "fingerprint", "job_record",
     "label_file", "mixed_job_message", "start_job",
 ]  # fmt: skip
 
 JOB_FILE = "job.json"
 DONE_SUFFIX = ".job.json"  # OUTPUT.job.json: the record of the job that wrote OUTPUT
-
-
-class LabelOptions(TypedDict, total=False):
-    """The options the local and the Ray engine share (see :func:`label_file`)."""
-
-    heads: list[str] | None
-    text_field: str
-    id_field: str | None
-    batch_size: int
-    output_format: str | None
-    input_format: str | None
-    scores: str
-    tier: int | None
-    max_chars: int
-    long_texts: str
-    restart: bool
 
 
 @dataclass(frozen=True)
@@ -202,22 +186,13 @@ def label_file(
     input_path: str | os.PathLike[str],
     bundle_path: str | os.PathLike[str],
     output: str | os.PathLike[str],
+    settings: LabelSettings | None = None,
     *,
-    heads: list[str] | None = None,
-    text_field: str = "text",
-    id_field: str | None = None,
-    batch_size: int = 256,
-    output_format: str | None = None,
-    input_format: str | None = None,
-    scores: str = "top",
-    tier: int | None = None,
-    max_chars: int = 100_000,
-    long_texts: str = "refuse",
     workers: int = 1,
     part_rows: int = 4096,
-    restart: bool = False,
     progress: bool = False,
     on_part: Callable[[int], None] | None = None,
+    **options: Any,
 ) -> LabelSummary:
     """Label the rows of ``input_path`` (a JSONL, JSONL.gz, CSV, TSV or Parquet file, or a
     folder of them, each a part) with the heads of ``bundle_path`` into ``output`` (its
@@ -230,34 +205,35 @@ def label_file(
     number, file, id (``id_field``) and reason. ``workers`` > 1 answers parts in that
     many processes (each loads the bundle once): for trunks that do not use every core.
     ``on_part``: called with each part's number as it is done (a test's hook).
+    ``settings`` (a :class:`LabelSettings`), with ``options`` (its fields, by name)
+    over it: ``heads``, ``text_field``, ``id_field``, ``batch_size``,
+    ``output_format``, ``input_format``, ``scores``, ``tier``, ``max_chars``,
+    ``long_texts``, ``restart``.
     """
+    s = LabelSettings.merged(settings, options, "label_file")
+    id_field, tier, restart = s.id_field, s.tier, s.restart
     started = time.perf_counter()
     output = Path(output)
     files = input_files(Path(input_path))
-    out_fmt = format_of(output, output_format, option="output_format")
+    out_fmt = format_of(output, s.output_format, option="output_format")
     if out_fmt == "parquet" and output.name.lower().endswith(".gz"):
         raise ConfigError(f"{output}: Parquet is compressed inside; name it .parquet")
-    in_fmts = [format_of(f, input_format, option="input_format") for f in files]
+    in_fmts = [format_of(f, s.input_format, option="input_format") for f in files]
     positive_int(workers, "workers")
     positive_int(part_rows, "part_rows")
     for file, fmt in zip(files, in_fmts, strict=True):
         check_file(file, fmt)  # a file no row of which can be read: before anything is written
     bundle = Bundle.load(bundle_path, cache=None, tier=tier)
-    names = bundle.resolve_heads(heads)
-    labeller = Labeller(bundle, tuple(names), text_field, max_chars, long_texts, batch_size, scores)
+    names = bundle.resolve_heads(s.heads)
+    labeller = Labeller.of(bundle, tuple(names), s)
     work = output.with_name(output.name + ".parts")
     errors = output.with_name(output.name + ".errors.jsonl")
     job = job_record(
         bundle,
         names,
         [_fingerprint(f) for f in files],
-        {
-            "text_field": text_field, "id_field": id_field, "batch_size": batch_size,
-            "output_format": out_fmt, "input_formats": in_fmts, "scores": scores,
-            "tier": tier, "max_chars": max_chars, "long_texts": long_texts,
-            "part_rows": part_rows,
-        },
-    )  # fmt: skip
+        {**s.rows(), "output_format": out_fmt, "input_formats": in_fmts, "part_rows": part_rows},
+    )
     done_before = None if restart else _already_done(output, work, job)
     if done_before is not None:
         return LabelSummary(

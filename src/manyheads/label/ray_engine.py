@@ -31,7 +31,7 @@ from ..data.tables import format_of, no_input, readable, suffix_format
 from ..errors import ConfigError, DataError, require
 from .batch import ERROR_COLUMN, LINE_COLUMN, LabelBatch
 from .job import HEAD_BYTES, JOB_FILE, LabelSummary, fingerprint, job_record, mixed_job_message
-from .rows import Labeller  # checks every option before Ray starts
+from .rows import Labeller, LabelSettings  # checks every option before Ray starts
 
 __all__ = ["label_with_ray", "output_format_of"]
 
@@ -247,48 +247,41 @@ def label_with_ray(
     input_path: str | os.PathLike[str],
     bundle_path: str | os.PathLike[str],
     output: str | os.PathLike[str],
+    settings: LabelSettings | None = None,
     *,
     address: str | None = None,
-    heads: list[str] | None = None,
-    text_field: str = "text",
-    id_field: str | None = None,
-    batch_size: int = 256,
-    output_format: str | None = None,
-    input_format: str | None = None,
-    scores: str = "top",
-    tier: int | None = None,
-    max_chars: int = 100_000,
-    long_texts: str = "refuse",
     workers: int | None = None,
-    restart: bool = False,
     num_cpus: int | None = None,
     progress: bool = False,
+    **options: Any,
 ) -> LabelSummary:
     """Label ``input_path`` into the folder ``output`` on Ray Data (see the module's
     text); ``workers``: the most actors (default: one per CPU Ray sees); ``num_cpus``: the
-    CPUs of a local Ray started here; ``progress``: Ray Data's progress bars."""
+    CPUs of a local Ray started here; ``progress``: Ray Data's progress bars;
+    ``settings`` / ``options``: as :func:`~manyheads.label.job.label_file`'s."""
+    s = LabelSettings.merged(settings, options, "label_with_ray")
     ray = require("ray", "ray")
     started = time.perf_counter()
-    out_fmt = output_format_of(output, output_format)
+    out_fmt = output_format_of(output, s.output_format)
     if os.fspath(output).lower().endswith(".gz"):
         raise ConfigError(f"{output}: the ray engine writes plain files; drop the .gz")
     files = _inputs(_Place.of(input_path))
-    formats = [format_of(f.name, input_format, option="input_format") for f in files]
+    formats = [format_of(f.name, s.input_format, option="input_format") for f in files]
     place = _Place.of(output)
-    folder = bundle_folder(bundle_path, tier)  # the folder every actor loads
+    folder = bundle_folder(bundle_path, s.tier)  # the folder every actor loads
     bundle = Bundle.load(folder, cache=None)
-    names = bundle.resolve_heads(heads)
-    options = {
-        "heads": names, "text_field": text_field, "max_chars": max_chars,
-        "long_texts": long_texts, "batch_size": batch_size, "scores": scores,
+    names = bundle.resolve_heads(s.heads)
+    Labeller.of(bundle, tuple(names), s)  # its settings checked before anything is started
+    batch = {
+        "heads": names, "text_field": s.text_field, "max_chars": s.max_chars,
+        "long_texts": s.long_texts, "batch_size": s.batch_size, "scores": s.scores,
         "tier": None, "output_format": out_fmt,
     }  # fmt: skip
-    Labeller(bundle, tuple(names), text_field, max_chars, long_texts, batch_size, scores)
     record = job_record(
         bundle, names, [_fingerprint(f) for f in files],
-        {**{k: v for k, v in options.items() if k != "heads"}, "id_field": id_field},
+        {**{k: v for k, v in batch.items() if k != "heads"}, "id_field": s.id_field},
     )  # fmt: skip
-    _start(place, record, restart)
+    _start(place, record, s.restart)
     if not ray.is_initialized():
         ray.init(
             address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
@@ -311,8 +304,8 @@ def label_with_ray(
                     .map_batches(
                         LabelBatch,
                         fn_constructor_args=(str(folder),),
-                        fn_constructor_kwargs={**options, "threads": 1},  # an actor: 1 CPU
-                        batch_size=batch_size,
+                        fn_constructor_kwargs={**batch, "threads": 1},  # an actor: 1 CPU
+                        batch_size=s.batch_size,
                         batch_format="pyarrow",
                         # from one actor up: a fixed pool as big as the CPUs would wait
                         # for CPUs the read tasks hold
@@ -323,7 +316,7 @@ def label_with_ray(
                 source,
             )
             _write(ray, answered.drop_columns([ERROR_COLUMN]), target, out_fmt)
-            failed = _bad_rows(answered, source.name, id_field)
+            failed = _bad_rows(answered, source.name, s.id_field)
             place.child(f".errors-{source.name}.jsonl").write("".join(failed).encode("utf-8"))
             counts = {"rows": answered.count(), "bad": len(failed)}
             done.write((json.dumps(counts) + "\n").encode("utf-8"))

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._settings import Settings
 from .._text import unicode_problem
 from ..bundle import Bundle
 from ..bundle.pieces import check_long_texts, check_max_chars
@@ -15,7 +16,31 @@ from ..heads.decode import check_scores
 from ..heads.kinds import kind_of
 from .formats import Columns
 
-__all__ = ["Labeller", "label_rows"]
+__all__ = ["LabelSettings", "Labeller", "label_rows"]
+
+
+@dataclass(frozen=True)
+class LabelSettings(Settings):
+    """What a labelling job does, the same on either engine (the options of
+    :func:`~manyheads.label.job.label_file`, described there)."""
+
+    heads: Sequence[str] | None = None
+    text_field: str = "text"
+    id_field: str | None = None
+    batch_size: int = 256
+    output_format: str | None = None
+    input_format: str | None = None
+    scores: str = "top"
+    tier: int | None = None
+    max_chars: int = 100_000
+    long_texts: str = "refuse"
+    restart: bool = False
+
+    def rows(self) -> dict[str, Any]:
+        """The settings that change what a row's answer is (what a job's record
+        keeps, with the formats)."""
+        names = ("text_field", "id_field", "batch_size", "scores", "tier", "max_chars")
+        return {n: getattr(self, n) for n in (*names, "long_texts")}
 
 
 @dataclass(frozen=True)
@@ -37,6 +62,12 @@ class Labeller:
         check_max_chars(self.max_chars)
         positive_int(self.batch_size, "batch_size")
         check_scores(self.scores)
+
+    @classmethod
+    def of(cls, bundle: Bundle, heads: tuple[str, ...], settings: LabelSettings) -> Labeller:
+        """The labeller of a job's ``settings``."""
+        s = settings
+        return cls(bundle, heads, s.text_field, s.max_chars, s.long_texts, s.batch_size, s.scores)
 
     def columns(self, inputs: list[str]) -> Columns:
         """The output's columns: ``inputs``, then each head's (a list of labels for a

@@ -245,7 +245,7 @@ def fit_head(
     are what calibration and the metrics are measured against. Such a head is not
     refitted unless ``refit`` says so.
     """
-    s = FitSettings.of({**(settings or FitSettings()).values(), **options}, "fit_head")
+    s = FitSettings.merged(settings, options, "fit_head")
     name = check_head_name(name)
     head_kind = check_kind(kind)
     kind = head_kind
