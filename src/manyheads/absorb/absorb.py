@@ -16,13 +16,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .._settings import Rule, Settings, number
 from ..data import check_groups, split_indices
 from ..errors import ConfigError, DataError
 from ..heads.kinds import kind_of
+from ..heads.settings import HEAD_RULES
 from ..trunks.base import check_texts
 from .measure import agreement, label_scores, student_labels, texts_per_second
 from .teachers import AnswersTeacher, Teacher, TeacherAnswers, bundle_bytes, probabilities
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from ..train import HeadSummary
     from ..train.lpft import FinetuneReport
 
-__all__ = ["AbsorbReport", "HeadReport", "absorb_teachers", "soften"]
+__all__ = ["AbsorbReport", "AbsorbSettings", "HeadReport", "absorb_teachers", "soften"]
 
 DEFAULT_TEMPERATURE = 2.0
 
@@ -116,6 +118,36 @@ def _three_way(
     return rest[train], rest[val], test
 
 
+_SHARE = Rule(lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 0.5,
+              "in (0, 0.5)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AbsorbSettings(Settings):
+    """How :func:`absorb_teachers` absorbs (its options, described there), checked when
+    made."""
+
+    heldout: float = 0.1
+    val_fraction: float = 0.15
+    temperature: float = DEFAULT_TEMPERATURE
+    C: float | str = "auto"
+    part_weights: str = "auto"
+    finetune: bool = False
+    finetune_options: Mapping[str, Any] | None = None
+    speed_texts: int = 1000
+    seed: int = 0
+    progress: bool = False
+
+    _constraints: ClassVar[Mapping[str, Rule]] = {
+        "heldout": _SHARE,
+        "val_fraction": _SHARE,
+        "temperature": number(0, 100, low_open=True, high_open=False),
+        "C": HEAD_RULES["C"],
+        "speed_texts": number(0, integer=True),
+        "seed": HEAD_RULES["seed"],
+    }
+
+
 def absorb_teachers(
     bundle: Bundle,
     folder: str | Path,
@@ -123,18 +155,10 @@ def absorb_teachers(
     teachers: Sequence[Teacher],
     *,
     groups: Sequence[Any] | None = None,
-    heldout: float = 0.1,
-    val_fraction: float = 0.15,
-    temperature: float = DEFAULT_TEMPERATURE,
-    C: float | str = "auto",
-    part_weights: str = "auto",
-    finetune: bool = False,
-    finetune_options: Mapping[str, Any] | None = None,
     eval_texts: Sequence[str] | None = None,
     eval_labels: Mapping[str, Sequence[Any]] | None = None,
-    speed_texts: int = 1000,
-    seed: int = 0,
-    progress: bool = False,
+    settings: AbsorbSettings | None = None,
+    **options: Any,
 ) -> AbsorbReport:
     """Absorb ``teachers`` into ``bundle`` as heads of their names, from ``texts``
     (unlabelled); save the bundle into ``folder`` and measure it against the teachers.
@@ -147,8 +171,12 @@ def absorb_teachers(
     :func:`~manyheads.train.lpft.finetune_transformer` takes them). ``eval_texts`` /
     ``eval_labels`` (gold labels by head name): accuracy and macro-F1 of each head and of
     its teacher, on the texts labelled for it (``None``: a text not labelled for that
-    head). ``speed_texts``: held-out texts timed (0: no timing).
+    head). ``speed_texts``: held-out texts timed (0: no timing). ``settings`` (an
+    :class:`AbsorbSettings`), with ``options`` (its fields, by name) over it: how.
     """
+    s = AbsorbSettings.merged(settings, options, "absorb_teachers")
+    heldout, val_fraction, temperature, seed = s.heldout, s.val_fraction, s.temperature, s.seed
+    finetune, progress = s.finetune, s.progress
     started = time.perf_counter()
     folder = Path(folder)
     if not teachers:
@@ -156,14 +184,6 @@ def absorb_teachers(
     names = [t.name for t in teachers]
     if len(set(names)) != len(names):
         raise ConfigError(f"{{teacher}} names must be unique, got {names}", options=("teacher",))
-    if not isinstance(temperature, int | float) or not 0 < temperature <= 100:
-        raise ConfigError(
-            f"{{temperature}} must be a number in (0, 100], got {temperature!r}",
-            options=("temperature",),
-        )
-    for value, what in ((heldout, "heldout"), (val_fraction, "val_fraction")):
-        if not 0 < value < 0.5:
-            raise ConfigError(f"{{{what}}} must be in (0, 0.5), got {value!r}", options=(what,))
     if finetune:
         others = sorted(set(bundle.heads) - set(names))
         if others:
@@ -189,7 +209,7 @@ def absorb_teachers(
     tuned = None
     if finetune:
         tuned = _finetune(bundle, folder, teachers, pick(train), answers, soft, train,
-                          temperature, dict(finetune_options or {}), seed, progress)  # fmt: skip
+                          temperature, dict(s.finetune_options or {}), seed, progress)  # fmt: skip
     if cache is not None:
         bundle.embed(pick(np.concatenate([train, val])), progress=progress)
     summaries = {}
@@ -203,8 +223,8 @@ def absorb_teachers(
             val_texts=pick(val),
             val_labels=[labels[i] for i in val],
             refit=False,
-            C=C,
-            part_weights=part_weights,
+            C=s.C,
+            part_weights=s.part_weights,
             thresholds="accuracy",
             field=t.name,
             seed=seed,
@@ -233,8 +253,8 @@ def absorb_teachers(
     runnable = [t for t in teachers if t.runs_here]
     sizes = [t.size_bytes() for t in runnable]
     speed = {}
-    if speed_texts > 0 and runnable:
-        speed = _speed(folder, runnable, test_texts[:speed_texts])
+    if s.speed_texts > 0 and runnable:
+        speed = _speed(folder, runnable, test_texts[: s.speed_texts])
     return AbsorbReport(
         heads=reports,
         texts=len(texts),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..absorb import AbsorbReport, absorb_teachers, load_teacher, parse_teacher
-from ..absorb.absorb import DEFAULT_TEMPERATURE
+from ..absorb.absorb import AbsorbSettings
 from ..bundle import Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..data import LabelSpec, load_dataset
@@ -18,6 +18,9 @@ from .options import DEFAULT_TRUNK, cache_setting, other_trunk, parse_C, refuse_
 
 __all__ = ["absorb_file"]
 
+# how an absorbing job fine-tunes, unless told otherwise
+_FINETUNE: dict[str, Any] = {"epochs": 1, "max_length": 128, "batch_size": 16, "lr": 2e-5}
+
 
 def absorb_file(
     data: str | Path,
@@ -25,36 +28,27 @@ def absorb_file(
     teachers: Sequence[str],
     *,
     trunk: str | None = None,
-    finetune: bool = False,
     eval_file: str | Path | None = None,
     text_field: str = "text",
     group_field: str | None = None,
     label_sep: str = ",",
-    temperature: float = DEFAULT_TEMPERATURE,
-    heldout: float = 0.1,
-    C: float | str = "auto",
-    epochs: int = 1,
-    max_length: int = 128,
-    batch_size: int = 16,
-    lr: float = 2e-5,
-    speed_texts: int = 1000,
-    seed: int = 0,
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
-    progress: bool = False,
+    **options: Any,
 ) -> AbsorbReport:
     """Absorb every ``NAME=SOURCE`` teacher into the bundle folder (created if missing,
     with ``trunk``) from the unlabelled texts of ``data``; ``eval_file`` holds gold
-    labels in columns named like the teachers. See
-    :func:`manyheads.absorb.absorb_teachers`."""
+    labels in columns named like the teachers. ``options``: the fields of
+    :class:`~manyheads.absorb.absorb.AbsorbSettings` (``C`` may be text, as a command
+    line gives it), and fine-tuning's ``epochs`` (default 1), ``max_length`` (128),
+    ``batch_size`` (16) and ``lr`` (2e-5). See :func:`manyheads.absorb.absorb_teachers`."""
     pairs = [parse_teacher(t) for t in teachers]
     if not pairs:
         raise ConfigError("give at least one {teacher} NAME=SOURCE", options=("teacher",))
-    C = parse_C(C)
-    if speed_texts < 0:
-        raise ConfigError(
-            f"{{speed_texts}} must be 0 or more, got {speed_texts}", options=("speed_texts",)
-        )
+    tuning = {**_FINETUNE, **{k: options.pop(k) for k in _FINETUNE if k in options}}
+    if "C" in options:
+        options["C"] = parse_C(options["C"])
+    settings = AbsorbSettings.of({**options, "finetune_options": tuning}, "absorb_file")
     folder = bundle_folder(bundle_path)
     check_writable(folder)
     exists = has_bundle(folder)
@@ -101,19 +95,7 @@ def absorb_file(
             dataset.texts,
             loaded,
             groups=dataset.groups,
-            heldout=heldout,
-            temperature=temperature,
-            C=C,
-            finetune=finetune,
-            finetune_options={
-                "epochs": epochs,
-                "max_length": max_length,
-                "batch_size": batch_size,
-                "lr": lr,
-            },
             eval_texts=eval_texts,
             eval_labels=gold,
-            speed_texts=speed_texts,
-            seed=seed,
-            progress=progress,
+            settings=settings,
         )

@@ -20,7 +20,7 @@ from ..trunks import TransformerTrunk
 from ..trunks.base import TrunkBase, check_texts
 from ..trunks.registry import replace_part_spec
 from .fit import FitOptions, FitTarget, HeadSummary, split
-from .lpft import FinetuneReport, finetune_transformer, training_embeddings
+from .lpft import FinetuneReport, Finetuning, finetune_transformer, training_embeddings
 
 if TYPE_CHECKING:
     from pathlib import Path as _Path
@@ -104,13 +104,8 @@ def finetune_bundle(
     *,
     groups: Sequence[Any] | None = None,
     fields: Mapping[str, str] | None = None,
-    epochs: int = 2,
-    max_length: int = 128,
-    batch_size: int = 16,
-    lr: float = 2e-5,
     holdout: float = 0.2,
-    seed: int = 0,
-    progress: bool = False,
+    **options: Any,
 ) -> FinetuneSummary:
     """Fine-tune ``bundle``'s trunk on ``tasks`` (LP-FT) and refit every head on the new
     trunk.
@@ -132,7 +127,13 @@ def finetune_bundle(
     those of new texts, so a temperature fitted on them is too low). A head
     whose rows were all seen by the trunk is calibrated on a split of them
     and says so (``metrics["calibrated_on_trunk_training_rows"]``).
+
+    ``options``: how the transformer is tuned, the fields of
+    :class:`~manyheads.train.lpft.Finetuning` by name (``epochs``, ``max_length``,
+    ``batch_size``, ``lr``, ``seed``, ``progress``, ...).
     """
+    tuning = Finetuning.of(options, "finetune")
+    seed, progress = tuning.seed, tuning.progress
     folder = Path(folder)
     tuned_transformer(bundle)  # refuses a trunk without one transformer part first
     texts = check_texts(texts)
@@ -152,18 +153,7 @@ def finetune_bundle(
     tune_tasks = {
         name: (kind, [list(labels)[i] for i in tune_idx]) for name, (kind, labels) in tasks.items()
     }
-    report, new_trunk, new_spec = tune_trunk(
-        bundle,
-        tune_texts,
-        tune_tasks,
-        folder,
-        epochs=epochs,
-        max_length=max_length,
-        batch_size=batch_size,
-        lr=lr,
-        seed=seed,
-        progress=progress,
-    )
+    report, new_trunk, new_spec = tune_trunk(bundle, tune_texts, tune_tasks, folder, **options)
     # the data of every head, before the heads change
     refits: dict[str, tuple[list[str], list[Any], Any, str]] = {}
     dropped: list[str] = []

@@ -58,6 +58,7 @@ import numpy as np
 
 from .._io import staged_dir
 from .._progress import transformers_bars
+from .._settings import Settings
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.kinds import check_kind, kind_of
 from ..heads.nn import (
@@ -127,7 +128,7 @@ class SoftTask:
 
 
 @dataclass(frozen=True)
-class Finetuning:
+class Finetuning(Settings):
     """How :func:`finetune_transformer` trains (its options, described there); each
     one is checked when the object is made."""
 
