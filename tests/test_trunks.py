@@ -218,3 +218,19 @@ def test_minilm_default_trunk():
     )
     assert v.shape == (3, 384)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_texts_are_judged_once_on_their_way_through(monkeypatch):
+    import manyheads.trunks.base as base
+
+    seen: list[str] = []
+    judge = base.unicode_problem
+    monkeypatch.setattr(base, "unicode_problem", lambda t: seen.append(t) or judge(t))
+    bundle = manyheads.Bundle(trunk="hashing+ngram", cache=None)
+    texts = ["a library for XML", "a tool for fonts", "a game"] * 4
+    bundle.fit_head("kind", texts, ["lib", "tool", "game"] * 4, val_fraction=0.25)
+    seen.clear()
+    bundle.predict(["one text", "another"])
+    assert sorted(seen) == ["another", "one text"]  # predict judged them; nothing after
+    with pytest.raises(manyheads.DataError, match="text #1 is int"):
+        base.check_texts([*base.CheckedTexts(["a"]), 1])  # a plain list again: judged

@@ -45,13 +45,11 @@ __all__ = [
     "Multiclass",
     "Multilabel",
     "check_head_name",
-    "check_head_type",
     "check_kind",
     "check_labels",
     "check_path_sep",
     "distinct_labels",
     "expand_paths",
-    "head_type_problem",
     "kind_of",
     "kind_problem",
     "label_problem",
@@ -110,20 +108,6 @@ def check_kind(kind: object, where: str = "head") -> Kind:
 def kind_of(kind: str) -> Kind:
     """The :class:`Kind` of a name (or of a Kind); :class:`ConfigError` for none."""
     return check_kind(kind)
-
-
-def head_type_problem(head: object) -> str | None:
-    """Why ``head`` is not a head type ``fit_head`` takes, or None."""
-    if isinstance(head, str) and head in HEAD_TYPES:
-        return None
-    return f"head type must be one of {', '.join(HEAD_TYPES)}, got {head!r}"
-
-
-def check_head_type(head: object) -> str:
-    problem = head_type_problem(head)
-    if problem is not None:
-        raise ConfigError(problem)
-    return str(head)
 
 
 def check_head_name(name: object) -> str:

@@ -405,12 +405,20 @@ def config_fingerprint(kind: str, config: dict[str, Any], *extra: bytes) -> str:
     return h.hexdigest()[:16]
 
 
+class CheckedTexts(list[str]):
+    """Texts :func:`check_texts` has judged: a list of valid Unicode strings. Passed on
+    (to the embedding, the trunk and its parts), it is not judged again."""
+
+
 def check_texts(texts: Sequence[str]) -> list[str]:
     """Validate a batch of texts: a sequence of ``str`` (a bare string is refused), each
-    valid Unicode (no lone surrogates)."""
+    valid Unicode (no lone surrogates). Returns them as :class:`CheckedTexts` (a new
+    list); texts that already are pass without being read again."""
+    if isinstance(texts, CheckedTexts):
+        return CheckedTexts(texts)
     if isinstance(texts, str | bytes):
         raise DataError("texts must be a list of strings, not a single string")
-    out = list(texts)
+    out = CheckedTexts(texts)
     for i, t in enumerate(out):
         if not isinstance(t, str):
             raise DataError(f"text #{i} is {type(t).__name__}, expected str")
