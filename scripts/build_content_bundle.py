@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import content_data as cd  # noqa: E402
+import content_shapes as cs  # noqa: E402
 
 from manyheads import Bundle  # noqa: E402
 from manyheads.train.byte import train_byte_trunk  # noqa: E402
@@ -254,10 +255,14 @@ def main(argv: list[str] | None = None) -> int:
         prose_per_language=args.prose_per_language,
         snippet_roots=[Path(r) for r in cd.SNIPPET_ROOTS if Path(r).is_dir()],
         snippets_per_type=args.snippets_per_type,
-        man_root=Path("/usr/share/man"),
-        man_per_language=json.loads(args.man_per_language),
-        fortunes_per_language=args.fortunes_per_language,
-        shapes_per_kind=args.shapes_per_kind,
+        more=cs.more_rows(
+            args.shared,
+            args.seed,
+            Path("/usr/share/man"),
+            json.loads(args.man_per_language),
+            args.fortunes_per_language,
+            args.shapes_per_kind,
+        ),
     )
     if args.limit:
         rows = rows[: args.limit]

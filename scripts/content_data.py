@@ -709,15 +709,13 @@ def collect(
     short_code_fraction: float = 1.0,
     snippet_roots: list[Path] | None = None,
     snippets_per_type: int = 2500,
-    man_root: Path | None = None,
-    man_per_language: dict[str, int] | None = None,
-    fortunes_per_language: int = 0,
-    shapes_per_kind: int = 0,
+    more: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every labelled row (see the module's text). The rows from the shared corpora
     and ``system_roots`` come first in a fixed order for one ``seed``; snippets found
     under ``snippet_roots`` are put in among them with a generator of their own, so
-    adding them moves no other row."""
+    adding them moves no other row; so are ``more`` rows last
+    (``content_shapes.more_rows``: manual pages, fortunes, generated shapes)."""
     rng = random.Random(seed)
     rows = code_rows(shared, rng, per_language=code_per_language)
     rows += prose_rows(shared, rng, min_texts=min_language_texts, per_language=prose_per_language)
@@ -756,45 +754,11 @@ def collect(
             r["risk"] = detect_risks(r["text"])
         snippet_rng.shuffle(more)  # they come grouped by type
         rows = _mix_in(rows, more, snippet_rng)
-    rows = _mix_in(
-        rows,
-        more_rows(shared, seed, man_root, man_per_language, fortunes_per_language, shapes_per_kind),
-        random.Random(f"{seed}:more:mix"),
-    )
+    rows = _mix_in(rows, list(more or []), random.Random(f"{seed}:more:mix"))
     for r in rows:
         if r["kind"] in ZXX_KINDS:
             r["language"] = ZXX
     return rows
-
-
-def more_rows(
-    shared: Path,
-    seed: int,
-    man_root: Path | None,
-    man_per_language: dict[str, int] | None,
-    fortunes_per_language: int,
-    shapes_per_kind: int,
-) -> list[dict[str, Any]]:
-    """Manual-page paragraphs, fortunes and generated shapes
-    (``scripts/content_shapes.py``), each from a generator of its own."""
-    import content_shapes as cs
-
-    more: list[dict[str, Any]] = []
-    if man_root is not None and man_root.is_dir():
-        more += cs.man_rows(
-            man_root, random.Random(f"{seed}:man"), per_language=man_per_language or {"*": 500}
-        )
-    if fortunes_per_language:
-        rng = random.Random(f"{seed}:fortune")
-        more += cs.fortune_rows(rng, per_language=fortunes_per_language)
-    for r in more:
-        r["generated"] = False
-        r["risk"] = detect_risks(r["text"])
-    if shapes_per_kind:
-        more += cs.shape_rows(shared, random.Random(f"{seed}:shapes"), per_shape=shapes_per_kind)
-    for r in more:
-        r.setdefault("snippet", None)
-    return more
 
 
 def split_of(group: str, seed: int = 0) -> str:

@@ -614,3 +614,31 @@ def shape_rows(shared: Path, rng: random.Random, *, per_shape: int) -> list[dict
         r["risk"] = cd.detect_risks(r["text"])
         r["generated"] = True
     return rows
+
+
+def more_rows(
+    shared: Path,
+    seed: int,
+    man_root: Path | None,
+    man_per_language: dict[str, int] | None,
+    fortunes_per_language: int,
+    shapes_per_kind: int,
+) -> list[dict[str, Any]]:
+    """Manual-page paragraphs, fortunes and generated shapes, each from a generator
+    of its own: the rows ``content_data.collect`` mixes in last (``more``)."""
+    more: list[dict[str, Any]] = []
+    if man_root is not None and man_root.is_dir():
+        more += man_rows(
+            man_root, random.Random(f"{seed}:man"), per_language=man_per_language or {"*": 500}
+        )
+    if fortunes_per_language:
+        rng = random.Random(f"{seed}:fortune")
+        more += fortune_rows(rng, per_language=fortunes_per_language)
+    for r in more:
+        r["generated"] = False
+        r["risk"] = cd.detect_risks(r["text"])
+    if shapes_per_kind:
+        more += shape_rows(shared, random.Random(f"{seed}:shapes"), per_shape=shapes_per_kind)
+    for r in more:
+        r.setdefault("snippet", None)
+    return more
