@@ -13,10 +13,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils.validation import check_array
 
-from ..errors import ConfigError, DataError
-from .calibration import THRESHOLD_OBJECTIVES, fit_temperature
+from ..errors import DataError
+from .calibration import fit_temperature
 from .kinds import KINDS, Kind, check_kind, kind_of, label_problem
 from .record import CheckedRecord
+from .settings import HEAD_RULES
 from .targets import encode_targets, known_rows, learn_targets
 
 
@@ -54,16 +55,9 @@ class HeadBase(ClassifierMixin, BaseEstimator):
 
     def _check_common(self) -> None:
         """The settings every head has: kind, thresholds objective, class weights."""
-        self._check_thresholds()
+        HEAD_RULES["thresholds"].check("thresholds", self.thresholds)
         check_kind(self.kind).check_path_sep(self.path_sep)
-        if not (
-            self.class_weight is None
-            or self.class_weight == "balanced"
-            or isinstance(self.class_weight, dict)
-        ):
-            raise ConfigError(
-                f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}"
-            )
+        HEAD_RULES["class_weight"].check("class_weight", self.class_weight)
 
     def _fit_start(
         self, X: Any, y: Any, classes: Sequence[Any] | None = None
@@ -188,13 +182,6 @@ class HeadBase(ClassifierMixin, BaseEstimator):
             return X_val, self._encode_targets(y_val)
         rows, labels = known_rows(self.kind, np.asarray(y_val).tolist(), self.classes_.tolist())
         return X_val[rows], self._encode_targets(labels)
-
-    def _check_thresholds(self) -> None:
-        if self.thresholds not in THRESHOLD_OBJECTIVES:
-            raise ConfigError(
-                f"thresholds must be one of {', '.join(THRESHOLD_OBJECTIVES)}, "
-                f"got {self.thresholds!r}"
-            )
 
     def _calibrate(self, X_val: Any, target: np.ndarray) -> Any:
         """Temperature (if ``calibrate``) and binary / multilabel thresholds from

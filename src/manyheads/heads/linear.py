@@ -20,6 +20,7 @@ from .calibration import (
 )
 from .kinds import PATH_SEP
 from .record import check_record
+from .settings import HEAD_RULES
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
 _C_MIN, _C_MAX = 1.0 / 64, 1024.0
@@ -97,8 +98,7 @@ class LinearHead(HeadBase):
     def check_params(self) -> None:
         """Refuse (:class:`ConfigError`, naming the setting) a setting out of its range."""
         self._check_common()
-        if self.C != "auto" and (not isinstance(self.C, numbers.Real) or not self.C > 0):
-            raise ConfigError(f"C must be a positive number or 'auto', got {self.C!r}")
+        HEAD_RULES["C"].check("C", self.C)
         if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
             raise ConfigError(f"max_iter must be a positive integer, got {self.max_iter!r}")
         if not isinstance(self.tol, numbers.Real) or not self.tol > 0:

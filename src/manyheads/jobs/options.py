@@ -18,6 +18,7 @@ from ..data import Dataset, LabelSpec, load_dataset
 from ..errors import BundleError, ConfigError, DataError
 from ..heads import KINDS, check_head_name
 from ..heads.kinds import kind_problem
+from ..heads.settings import HEAD_RULES
 from ..trunks import TrunkBase, load_trunk
 
 if TYPE_CHECKING:
@@ -117,16 +118,16 @@ def read_tasks(
 
 
 def parse_C(value: float | str) -> float | str:
-    """A positive number or ``"auto"`` (from a command line, both arrive as text)."""
-    if value == "auto":
-        return "auto"
-    bad = ConfigError(f"{{C}} must be a positive number or 'auto', got {value!r}", options=("C",))
+    """A positive number or ``"auto"`` (from a command line, both arrive as text),
+    judged by the head's rule for ``C``; a refusal shows the value as given."""
+    rule = HEAD_RULES["C"]
     try:
-        number = float(value)
+        number = value if value == "auto" else float(value)
     except (TypeError, ValueError):
-        raise bad from None
-    if not number > 0:
-        raise bad
+        rule.check("C", value)  # text that is no number: refused as given
+        raise
+    if not rule.accepts(number):
+        rule.check("C", value)
     return number
 
 

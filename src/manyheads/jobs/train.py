@@ -93,7 +93,7 @@ class TrainSettings(Settings):
         if "C" in fitting:
             fitting["C"] = parse_C(fitting["C"])
         fitting["progress"] = options.get("progress", False)
-        fit = cls().fit.replace(**fitting)
+        fit = _TRAIN_FIT.replace(**fitting)
         return cls.of({**options, "fit": fit}, "train_report")
 
 
