@@ -39,8 +39,8 @@ class LabelSettings(Settings):
     def rows(self) -> dict[str, Any]:
         """The settings that change what a row's answer is (what a job's record
         keeps, with the formats)."""
-        names = ("text_field", "id_field", "batch_size", "scores", "tier", "max_chars")
-        return {n: getattr(self, n) for n in (*names, "long_texts")}
+        kept = ("text_field", "id_field", "batch_size", "scores", "tier", "max_chars", "long_texts")
+        return {name: getattr(self, name) for name in kept}
 
 
 @dataclass(frozen=True)

@@ -66,11 +66,6 @@ class SpecFile(NamedTuple):
     pinned: bool = False
 
 
-def _plain_defaults(params: Any, names: set[str]) -> dict[str, Any]:
-    plain = (bool, int, float, str)
-    return {p.name: p.default for p in params if p.name in names and isinstance(p.default, plain)}
-
-
 class TrunkBase:
     """The rest of the trunk protocol, with the answers of a plain trunk: every built-in
     trunk derives from it, and :func:`~manyheads.trunks.load_trunk` wraps a trunk object
@@ -144,7 +139,11 @@ class TrunkBase:
     def spec_defaults(cls) -> dict[str, Any]:
         """The default of each setting that has a plain one (a spec's value must be of
         its type)."""
-        return _plain_defaults(cls._init_parameters(), cls.spec_settings())
+        names, plain = cls.spec_settings(), (bool, int, float, str)
+        params = cls._init_parameters()
+        return {
+            p.name: p.default for p in params if p.name in names and isinstance(p.default, plain)
+        }
 
     @classmethod
     def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:

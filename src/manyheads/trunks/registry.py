@@ -59,8 +59,7 @@ def register_trunk_type(cls: type[TrunkBase]) -> type[TrunkBase]:
     name = getattr(cls, "type_name", "")
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{cls.__name__} needs a type_name to be registered")
-    known = TRUNK_TYPES.get(name)
-    if known is not None and known is not cls and trunk_type(name) is not cls:
+    if name in TRUNK_TYPES and trunk_type(name) is not cls:
         raise ConfigError(f"trunk type {name!r} is taken by {trunk_type(name).__name__}")
     TRUNK_TYPES[name] = cls
     return cls
