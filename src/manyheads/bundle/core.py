@@ -1,15 +1,19 @@
 """A bundle: one trunk reference plus named heads; every answer from one trunk pass.
 
-A bundle is saved as a folder (:mod:`~manyheads.bundle.format`,
-:mod:`~manyheads.bundle.store`): ``bundle.json`` and ``heads.safetensors``,
-written atomically, holding the folder's writers' lock. A bundle saved into the
-folder it was loaded from, which another writer saved meanwhile, lays its own
-head changes (added, replaced, removed heads) onto what is on disk now, so no
-head another writer saved is lost; a change of trunk on either side cannot be
-merged and is refused (:class:`~manyheads.errors.BundleConflictError`).
+A :class:`Bundle` holds one :class:`~manyheads.bundle.saved.BundleState` (the trunk
+reference, the head set, the kept data, where and as which generation it was saved:
+plain, frozen data, swapped whole on every change), the trunk built from it, its
+embedding cache and its caps. Its folder is read and written by the functions of
+:mod:`~manyheads.bundle.files` (``bundle.json`` and ``heads.safetensors``, written
+atomically, holding the folder's writers' lock). A bundle saved into the folder it
+was loaded from, which another writer saved meanwhile, lays its own head changes
+(added, replaced, removed heads) onto what is on disk now, so no head another writer
+saved is lost; a change of trunk on either side cannot be merged and is refused
+(:class:`~manyheads.errors.BundleConflictError`).
 
-Loading and predicting need numpy and the trunk's own runtime only. Training a
-head (:meth:`Bundle.fit_head`), fine-tuning (:meth:`Bundle.finetune`) and
+Loading and predicting need numpy and the trunk's own runtime only; the modules that
+do them (every module of this package but this one) never import training.
+Training a head (:meth:`Bundle.fit_head`), fine-tuning (:meth:`Bundle.finetune`) and
 evaluating (:meth:`Bundle.evaluate`) hand over to :mod:`manyheads.train` and
 :mod:`manyheads.evaluate` when called.
 """
@@ -20,7 +24,6 @@ import copy
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,29 +31,28 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cache import EmbeddingCache
-from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHeadError, require
-from ..heads import AnyHead, FusedHeads, any_head_from_record, any_head_to_record, check_head_name
+from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHeadError
+from ..heads import AnyHead, FusedHeads
 from ..heads.decode import check_scores
-from ..heads.record import HeadLimits, check_info, check_label_values
+from ..heads.record import HeadLimits
 from ..trunks import Features, Trunk, TrunkBase, load_trunk
 from ..trunks.base import check_texts
 from ..trunks.registry import spec_tier
-from .files import BundleFolder
-from .format import (
-    KeptData,
-    data_hash,
-    record_and_info,
-)
-from .pieces import mean_of_pieces, pieces_of
+from .answer import answers_of, cached_features
+from .entry import head_entry, head_from_export
+from .files import build_trunk, load_folder, read_training_data, save_folder
+from .format import KeptData, data_hash
 from .recheck import trunk_probabilities
+from .saved import BundleState, trunk_reference
 from .state import HeadSet, Record
 from .steps import PredictSteps, predict_steps, with_blanks
-from .store import (
-    DATA_DIR,
-)
+from .store import BUNDLE_JSON, DATA_DIR
+from .tiers import save_tiers, tier_bundles, tiers_of
 
 if TYPE_CHECKING:
     from typing import Unpack
+
+    from typing_extensions import Self
 
     from ..evaluate.protocols import ProtocolOptions
     from ..train.finetune import FinetuneOptions, FinetuneSummary
@@ -61,7 +63,7 @@ __all__ = ["Bundle"]
 _DEFAULT = "default"
 
 
-class Bundle(BundleFolder):
+class Bundle:
     """One trunk and many heads; every answer from one trunk pass.
 
     Parameters
@@ -75,6 +77,8 @@ class Bundle(BundleFolder):
         label, heads (default ``HeadLimits()``: 1,000 / 200 / 256).
     """
 
+    _trunk: TrunkBase | None  # built from the state on first use
+
     def __init__(
         self,
         trunk: str | Path | dict[str, Any] | Trunk = "minilm",
@@ -83,42 +87,42 @@ class Bundle(BundleFolder):
         limits: HeadLimits | None = None,
     ) -> None:
         built = load_trunk(trunk)
-        self._setup(self._reference(built), {}, cache, limits)
-        self._trunk: TrunkBase | None = built
+        self._setup(BundleState(trunk=trunk_reference(built)), cache, limits)
+        self._trunk = built
 
-    def _setup(
-        self,
-        ref: dict[str, Any],
-        trunk_state: dict[str, np.ndarray],
-        cache: Any,
-        limits: HeadLimits | None,
-    ) -> None:
+    def _setup(self, saved: BundleState, cache: Any, limits: HeadLimits | None) -> None:
         self.limits = limits or HeadLimits()
-        # head changes since the generation this bundle was loaded from or last saved:
-        # name -> True (added or replaced) / False (removed); a save merges them
-        self._changes: dict[str, bool] = {}
+        self._saved = saved
         self._trunk = None
-        self._trunk_state = dict(trunk_state)
-        self._data: dict[str, KeptData] = {}
-        self._trunk_ref = ref
         self._cache_arg = cache
         self._cache: EmbeddingCache | None = None
-        self._state = HeadSet()
         self._lock = threading.RLock()
-        self.path: Path | None = None
-        self.generation: str | None = None  # of the bundle.json last loaded or saved
-        # (path relative to the folder, resolved file): the file holding the trunk's
-        # weights when it is another bundle's (a tier's sub-bundle uses its parent's)
-        self._trunk_weights: tuple[str, Path] | None = None
+
+    @property
+    def state(self) -> BundleState:
+        """What this bundle is now, as one frozen record."""
+        return self._saved
+
+    @property
+    def path(self) -> Path | None:
+        """The folder this bundle was loaded from or last saved to (files its trunk
+        names are found there)."""
+        return self._saved.path
+
+    @path.setter
+    def path(self, folder: Path | None) -> None:
+        with self._lock:
+            self._saved = self._saved.replace(path=folder)
+
+    @property
+    def generation(self) -> str | None:
+        """The generation of the ``bundle.json`` last loaded or saved."""
+        return self._saved.generation
 
     def copy(self) -> Bundle:
         """A bundle sharing this one's trunk, cache and heads, whose head set and kept
         data change independently (a service changes a copy, saves it, then swaps)."""
         other = copy.copy(self)
-        other._changes = dict(self._changes)
-        other._data = dict(self._data)
-        other._trunk_ref = dict(self._trunk_ref)
-        other._trunk_state = dict(self._trunk_state)
         other._lock = threading.RLock()
         return other
 
@@ -131,32 +135,29 @@ class Bundle(BundleFolder):
                 f"given has {trunk.fingerprint}"
             )
         other = self.copy()
+        other._saved = self._saved.replace(
+            trunk=trunk_reference(trunk), trunk_state=self._current_trunk_state()
+        )
         other._trunk = trunk
-        other._trunk_ref = self._reference(trunk)
-        other._trunk_state = self._current_trunk_state()
         return other
 
     @property
     def trunk_reference(self) -> dict[str, Any]:
         """The trunk as ``bundle.json`` names it: name, fingerprint, dim, spec."""
-        return copy.deepcopy(self._trunk_ref)
+        return copy.deepcopy(dict(self._saved.trunk))
 
     # -- trunk and cache ---------------------------------------------------
 
-    @staticmethod
-    def _reference(trunk: TrunkBase) -> dict[str, Any]:
-        """What bundle.json says of the trunk (fingerprint ``None`` until it is fitted)."""
-        return {
-            "name": trunk.name,
-            "fingerprint": None if trunk.needs_fit else trunk.fingerprint,
-            "dim": int(trunk.dim),
-            "spec": trunk.spec(),
-        }
+    def _current_trunk_state(self) -> dict[str, np.ndarray]:
+        """Fitted arrays of the trunk (idf of a hashing part), stored in heads.safetensors."""
+        if self._trunk is not None:
+            return dict(self._trunk.state())
+        return dict(self._saved.trunk_state)
 
     @property
     def trunk_needs_fit(self) -> bool:
         """True for a new bundle whose trunk has parts fitted on training texts (idf)."""
-        return self._trunk_ref["fingerprint"] is None
+        return self._saved.fingerprint is None
 
     def fit_trunk(self, texts: Sequence[str]) -> None:
         """Fit the trunk's fitted parts on ``texts``, once; the trunk is frozen afterwards.
@@ -172,52 +173,48 @@ class Bundle(BundleFolder):
                 )
             trunk = self.trunk
             trunk.fit(check_texts(texts))
-            self._trunk_state = dict(trunk.state())
             # the stored spec stays (a fine-tuned part's folder is relative to the bundle)
-            self._trunk_ref = {**self._reference(trunk), "spec": self._trunk_ref["spec"]}
+            self._saved = self._saved.replace(
+                trunk={**trunk_reference(trunk), "spec": self._saved.trunk["spec"]},
+                trunk_state=dict(trunk.state()),
+            )
 
     def replace_trunk(self, trunk: TrunkBase, spec: dict[str, Any]) -> None:
         """Put ``trunk`` (stored as ``spec``) in place of the bundle's trunk and drop every
         head: they were trained on the old one (fine-tuning refits them)."""
         with self._lock:
-            removed = dict.fromkeys(self._state.records, False)
+            saved = self._saved
+            removed = dict.fromkeys(saved.heads.records, False)
+            self._saved = saved.replace(
+                trunk={**trunk_reference(trunk), "spec": spec},
+                trunk_state=dict(trunk.state()),
+            ).with_heads(HeadSet(), removed)
             self._trunk = trunk
-            self._trunk_ref = {**self._reference(trunk), "spec": spec}
-            self._trunk_state = dict(trunk.state())
-            self._state = HeadSet()
-            self._changes.update(removed)
 
     @property
     def trunk(self) -> TrunkBase:
         """The trunk, built on first use (a loaded bundle defers it) and checked."""
         with self._lock:
             if self._trunk is None:
-                trunk = load_trunk(self._trunk_ref["spec"], state=self._trunk_state, base=self.path)
-                if trunk.fingerprint != self._trunk_ref["fingerprint"]:
-                    raise FingerprintMismatchError(
-                        f"the bundle was trained on trunk {self._trunk_ref['name']!r} with "
-                        f"fingerprint {self._trunk_ref['fingerprint']}, but the trunk found here "
-                        f"has fingerprint {trunk.fingerprint}; its weights or settings differ"
-                    )
-                self._trunk = trunk
+                self._trunk = build_trunk(self._saved)
             return self._trunk
 
     @property
     def trunk_fingerprint(self) -> str:
-        return str(self._trunk_ref["fingerprint"])
+        return str(self._saved.trunk["fingerprint"])
 
     @property
     def trunk_name(self) -> str:
-        return str(self._trunk_ref["name"])
+        return str(self._saved.trunk["name"])
 
     @property
     def dim(self) -> int:
-        return int(self._trunk_ref["dim"])
+        return int(self._saved.trunk["dim"])
 
     @property
     def tier(self) -> int | None:
         """The tier (nested embedding size) a byte trunk serves; ``None`` for other trunks."""
-        return spec_tier(self._trunk_ref["spec"])
+        return spec_tier(self._saved.trunk["spec"])
 
     @property
     def cache(self) -> EmbeddingCache | None:
@@ -245,11 +242,7 @@ class Bundle(BundleFolder):
         """
         texts = check_texts(texts)
         self._check_trunk_fitted()
-        trunk = self.trunk
-        cache = self.cache if use_cache else None
-        if cache is None:
-            return trunk.encode_features(texts, progress=progress)
-        return trunk.combine([self._embed_part(p, texts, cache, progress) for p in trunk.parts])
+        return cached_features(self.trunk, texts, self.cache if use_cache else None, progress)
 
     def _check_trunk_fitted(self) -> None:
         if self.trunk_needs_fit:
@@ -258,58 +251,40 @@ class Bundle(BundleFolder):
                 "(Bundle.fit_trunk, or train a head)"
             )
 
-    @staticmethod
-    def _embed_part(
-        part: TrunkBase, texts: list[str], cache: EmbeddingCache, progress: bool
-    ) -> Features:
-        if not part.cacheable:
-            return part.encode_features(texts, progress=progress)
-        fp, dim = part.cache_key, int(part.dim)
-        found = cache.get(fp, texts, dim)
-        todo = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
-        fresh: dict[str, np.ndarray] = {}
-        if todo:
-            vecs = part.encode(todo, progress=progress)
-            cache.put(fp, todo, vecs)
-            # round-trip through the storage type so cached and fresh runs agree exactly
-            vecs = vecs.astype(np.float16 if cache.dtype == "float16" else np.float32)
-            fresh = dict(zip(todo, vecs.astype(np.float32), strict=True))
-        out = np.empty((len(texts), dim), dtype=np.float32)
-        for i, (t, v) in enumerate(zip(texts, found, strict=True)):
-            out[i] = v if v is not None else fresh[t]
-        return out
-
     # -- heads -------------------------------------------------------------
 
     @property
     def heads(self) -> Mapping[str, AnyHead]:
         """``{name: head}`` (read-only view of the current head set)."""
-        return self._state.heads
+        return self._saved.heads.heads
 
     @property
     def head_info(self) -> Mapping[str, dict[str, Any]]:
         """Per head: kind, field, validation metrics, training-data hash, created time, ..."""
-        return self._state.info
+        return self._saved.heads.info
 
     @property
     def fused_heads(self) -> FusedHeads | None:
         """Every head's first layer in one matrix (``None`` without heads)."""
-        return self._state.fused
+        return self._saved.heads.fused
 
     def _unknown(self, name: str) -> UnknownHeadError:
         return UnknownHeadError(
-            f"unknown head {name!r}; the bundle has: {', '.join(self._state.records) or '-'}"
+            f"unknown head {name!r}; the bundle has: {', '.join(self._saved.heads.records) or '-'}"
         )
 
     def labels(self, name: str) -> list[Any]:
         """The labels (classes) head ``name`` answers with, in its output order."""
-        fused = self._state.fused
+        fused = self._saved.heads.fused
         if fused is None or name not in fused.specs:
             raise self._unknown(name)
         return list(fused.specs[name].labels)
 
     def resolve_heads(self, heads: Sequence[str] | str | None) -> list[str]:
-        state = self._state
+        """The head names ``heads`` asks for (all, a list, or ``"a,b"``), checked."""
+        return self._resolve(self._saved.heads, heads)
+
+    def _resolve(self, state: HeadSet, heads: Sequence[str] | str | None) -> list[str]:
         if not state.heads:
             raise BundleError("the bundle has no heads yet; train one first")
         if heads is None:
@@ -324,23 +299,6 @@ class Bundle(BundleFolder):
             raise DataError("no head names given")
         return names
 
-    def fit_head(
-        self,
-        name: str,
-        texts: Sequence[str],
-        labels: Sequence[Any],
-        kind: str = "multiclass",
-        **options: Unpack[FitOptions],
-    ) -> HeadSummary:
-        """Train (or replace) head ``name`` on ``texts`` / ``labels``: see
-        :func:`manyheads.train.fit.fit_head` for the options (``groups``, validation
-        rows or ``val_fraction``, ``C``, ``head``, ``thresholds``, ``class_weight``,
-        ``refit``, ``keep_data``, ``seed``, ...) and how the head is split, fitted,
-        calibrated and kept."""
-        from ..train.fit import fit_head
-
-        return fit_head(self, name, texts, labels, kind, **options)
-
     def add_head(
         self,
         name: str,
@@ -352,56 +310,32 @@ class Bundle(BundleFolder):
         """Add or replace one head. ``info['trunk_fingerprint']`` must match the trunk.
         ``data``: its training texts, labels and groups, kept in the bundle
         (``data/HASH.jsonl.gz``) so it can be refitted when the trunk changes."""
-        from ..heads.base import HeadBase
-
-        name = check_head_name(name)
-        if not isinstance(head, HeadBase) or not head.fitted:
-            raise DataError(f"head {name!r} must be a fitted LinearHead or MLPHead")
-        info = dict(info or {})
-        fp = info.setdefault("trunk_fingerprint", self.trunk_fingerprint)
-        if fp != self.trunk_fingerprint:
-            raise FingerprintMismatchError(
-                f"head {name!r} was trained on trunk fingerprint {fp}, but this bundle's "
-                f"trunk {self.trunk_name!r} has fingerprint {self.trunk_fingerprint}"
-            )
-        if head.n_features_in_ != self.dim:
-            raise FingerprintMismatchError(
-                f"head {name!r} expects {head.n_features_in_}-d embeddings, "
-                f"the trunk gives {self.dim}-d"
-            )
-        info.setdefault("kind", head.kind)
-        info.setdefault("field", name)
-        info.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        name, record, info = head_entry(name, head, info, self._saved.trunk, self.limits)
         where = f"head {name!r}"
-        info = check_info(info, where)
-        record = any_head_to_record(head)
-        check_label_values(record[0].get("labels"), where)
-        self.limits.check_labels(record[0]["labels"], where)
         with self._lock:
+            saved = self._saved
             if data is not None:
                 rel = f"{DATA_DIR}/{data_hash(data[0], data[1])[:24]}.jsonl.gz"
                 info["data"] = rel
-                self._data[rel] = data
-            records = dict(self._state.records)
-            infos = dict(self._state.info)
-            records[name] = record
-            infos[name] = info
+                saved = saved.replace(data={**saved.data, rel: data})
+            records = {**saved.heads.records, name: record}
+            infos = {**saved.heads.info, name: info}
             self.limits.check_head_count(len(records), where)
-            self._state = self._state.replace(records, infos, {name: head})
-            self._changes[name] = True
+            heads = saved.heads.replace(records, infos, {name: head})
+            self._saved = saved.with_heads(heads, {name: True})
 
     def remove_head(self, name: str) -> None:
         with self._lock:
-            if name not in self._state.heads:
+            now = self._saved.heads
+            if name not in now.heads:
                 raise self._unknown(name)
-            records = {k: v for k, v in self._state.records.items() if k != name}
-            infos = {k: v for k, v in self._state.info.items() if k != name}
-            self._state = self._state.replace(records, infos)
-            self._changes[name] = False
+            records = {k: v for k, v in now.records.items() if k != name}
+            infos = {k: v for k, v in now.info.items() if k != name}
+            self._saved = self._saved.with_heads(now.replace(records, infos), {name: False})
 
     def export_head(self, name: str) -> Record:
         """One head as (JSON record, tensors) — the form the bundle stores it in."""
-        state = self._state
+        state = self._saved.heads
         if name not in state.heads:
             raise self._unknown(name)
         record, tensors = state.records[name]
@@ -413,18 +347,7 @@ class Bundle(BundleFolder):
         self, name: str, record: dict[str, Any], tensors: dict[str, np.ndarray]
     ) -> None:
         """Install a head from its record and tensors; refuses another trunk's head."""
-        name = check_head_name(name)
-        if not isinstance(record, dict):
-            raise DataError(f"head {name!r}: the record must be an object")
-        if "trunk_fingerprint" not in record:
-            raise DataError(f"head {name!r} record lacks 'trunk_fingerprint'")
-        try:
-            head = any_head_from_record(record, tensors)
-        except DataError as exc:
-            raise DataError(f"head {name!r}: {exc}") from None
-        # a head from elsewhere brings no kept training data into this bundle
-        info = {k: v for k, v in record_and_info(record).items() if k != "data"}
-        info["kind"] = head.kind
+        name, head, info = head_from_export(name, record, tensors)
         self.add_head(name, head, info=info)
 
     # -- prediction --------------------------------------------------------
@@ -458,16 +381,18 @@ class Bundle(BundleFolder):
         ``scores``: the class scores each answer keeps: every class's (``"all"``), the
         best five, highest first (``"top"``), or none (``"none"``: no ``scores`` key).
         """
-        state = self._state  # one snapshot for the whole call
-        names = self.resolve_heads(heads)
+        state = self._saved.heads  # one snapshot for the whole call
+        names = self._resolve(state, heads)
         check_scores(scores)
         texts = check_texts(texts)
-        assert state.fused is not None
+        fused = state.fused
+        assert fused is not None
+        probs = partial(self._probabilities, fused, names=names, use_cache=use_cache)
 
         def answer(filled: list[str]) -> list[dict[str, Any]]:
-            return self._predict_state(state, filled, names, use_cache, max_chars, scores)
+            return answers_of(fused, filled, names, probs, max_chars, scores)
 
-        return with_blanks(state.fused, texts, names, scores, answer)
+        return with_blanks(fused, texts, names, scores, answer)
 
     def predict_steps(
         self,
@@ -481,45 +406,31 @@ class Bundle(BundleFolder):
         does other work between two): ``steps.step(budget)`` (trunk work, in
         ``trunk.work_unit``) until ``steps.done``, then ``steps.answers()``. See
         :func:`manyheads.bundle.steps.predict_steps`."""
-        state = self._state
-        names = self.resolve_heads(heads)
+        state = self._saved.heads
+        names = self._resolve(state, heads)
         check_scores(scores)
         texts = check_texts(texts)
         self._check_trunk_fitted()
+        fused = state.fused
+        assert fused is not None
+        probs = partial(self._probabilities, fused, names=names, use_cache=False)
 
         def whole(filled: list[str]) -> list[dict[str, Any]]:
-            return self._predict_state(state, filled, names, False, max_chars, scores)
+            return answers_of(fused, filled, names, probs, max_chars, scores)
 
         return predict_steps(state, self.trunk, texts, names, max_chars, scores, whole=whole)
-
-    def _predict_state(
-        self,
-        state: HeadSet,
-        texts: list[str],
-        names: list[str],
-        use_cache: bool,
-        max_chars: int | None,
-        scores: str,
-    ) -> list[dict[str, Any]]:
-        assert state.fused is not None
-        cut = pieces_of(texts, max_chars)
-        if cut is None:
-            probs = self._probabilities(state, texts, names, use_cache)
-            return state.fused.answers(probs, names, scores)
-        pieces, owner, share = cut
-        probs = self._probabilities(state, pieces, names, use_cache)
-        return state.fused.answers(mean_of_pieces(probs, owner, share, len(texts)), names, scores)
 
     def predict_proba(
         self, texts: Sequence[str], heads: Sequence[str] | str | None = None
     ) -> dict[str, np.ndarray]:
         """``{head: probabilities}`` (texts x outputs; binary heads: ``[1 - p, p]``)."""
-        state = self._state
-        names = self.resolve_heads(heads)
-        return self._probabilities(state, check_texts(texts), names, False)
+        state = self._saved.heads
+        names = self._resolve(state, heads)
+        assert state.fused is not None
+        return self._probabilities(state.fused, check_texts(texts), names=names, use_cache=False)
 
     def _probabilities(
-        self, state: HeadSet, texts: list[str], names: list[str], use_cache: bool
+        self, fused: FusedHeads, texts: list[str], *, names: list[str], use_cache: bool
     ) -> dict[str, np.ndarray]:
         """Every requested head's probabilities from one trunk pass.
 
@@ -527,13 +438,124 @@ class Bundle(BundleFolder):
         since (not yet written into the graph) is applied to the graph's
         embedding here.
         """
-        fused = state.fused
-        assert fused is not None
         if use_cache:
             return fused.probabilities(self.embed(texts, use_cache=True), names)
         self._check_trunk_fitted()
         # an int8 export's unsure answers come again from its float graph
         return trunk_probabilities(self.trunk, fused, texts, names)
+
+    # -- the folder --------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the bundle folder atomically, holding its writers' lock; returns its path.
+
+        If the folder holds a bundle saved by another writer since this one was
+        loaded from it (or it holds a bundle and this one comes from elsewhere),
+        this bundle's head changes are merged onto it: heads added or replaced
+        here replace theirs, heads removed here go, every other head on disk
+        stays, and this bundle then holds the merged head set. A bundle on
+        another trunk cannot be merged: :class:`BundleConflictError`, and
+        nothing is written. ``overwrite=True`` replaces whatever the folder
+        holds with this bundle instead.
+        """
+        folder = Path(path)
+        with self._lock:
+            self._saved, self._trunk = save_folder(
+                self._saved, folder, self._trunk, overwrite=overwrite
+            )
+        return folder
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        cache: str | Path | EmbeddingCache | None = _DEFAULT,
+        trunk: Trunk | None = None,
+        tier: int | None = None,
+        limits: HeadLimits | None = None,
+    ) -> Self:
+        """Load a bundle folder. The trunk is built on first use (or given as ``trunk``).
+
+        ``path`` may also name a built-in bundle (``"content"``), see
+        :func:`~manyheads.bundle.bundle_folder`. ``tier``: for a byte bundle, the tier
+        (nested embedding size) to answer at; a tier other than the bundle's own loads
+        the sub-bundle fitted at that tier (``tiers/<tier>/``). ``limits``: the caps
+        on heads added later (a bundle loads whatever its heads hold).
+        """
+        from .builtin import bundle_folder
+
+        folder = bundle_folder(path, tier)
+        bundle = cls.__new__(cls)
+        bundle._setup(load_folder(folder), cache, limits)
+        if trunk is not None:
+            given = load_trunk(trunk)
+            if given.fingerprint != bundle.trunk_fingerprint:
+                raise FingerprintMismatchError(
+                    f"the bundle was trained on trunk fingerprint {bundle.trunk_fingerprint}, "
+                    f"the trunk given has fingerprint {given.fingerprint}"
+                )
+            bundle._trunk = given
+        if tier is not None and bundle.tier != tier:
+            raise BundleError(
+                f"{folder / BUNDLE_JSON}: expected a bundle at tier {tier}, found {bundle.tier}"
+            )
+        return bundle
+
+    def training_data(self, name: str) -> KeptData | None:
+        """The texts, labels and groups head ``name`` was trained on, if the bundle kept them."""
+        with self._lock:
+            saved = self._saved
+            if name not in saved.heads.info:
+                raise self._unknown(name)
+            data = read_training_data(saved, name)
+            rel = saved.heads.info[name].get("data")
+            if data is not None and rel not in saved.data:
+                self._saved = saved.replace(data={**saved.data, rel: data})
+            return data
+
+    @property
+    def tiers(self) -> list[int]:
+        """The tiers this saved byte bundle can be loaded at (``Bundle.load(path,
+        tier=...)``): its own and those of its ``tiers/`` sub-bundles."""
+        return tiers_of(self)
+
+    def tier_bundles(self) -> dict[int, Self]:
+        """``{tier: bundle}`` of this saved byte bundle's other tiers (``tiers/<dim>/``),
+        loaded with this bundle's cache."""
+        return tier_bundles(self)
+
+    def save_tiers(self, tiers: Mapping[int, Bundle]) -> dict[int, Path]:
+        """Save bundles of this byte bundle's trunk at other tiers as its sub-bundles
+        (``tiers/<dim>/`` of the folder this bundle was saved to); they use this
+        bundle's ONNX graph file and trunk weights (its ``heads.safetensors``)
+        rather than copies of them. Save this bundle first."""
+        return save_tiers(self, tiers)
+
+    def share_trunk_weights(self, rel: str, file: Path) -> None:
+        """Save the trunk's weights as ``rel`` (relative to the folder saved to), the
+        file ``file`` another bundle saved, rather than a copy, when they are there."""
+        with self._lock:
+            self._saved = self._saved.replace(trunk_weights=(rel, file))
+
+    # -- training, evaluation, fine-tuning (handed over when called) -----------
+
+    def fit_head(
+        self,
+        name: str,
+        texts: Sequence[str],
+        labels: Sequence[Any],
+        kind: str = "multiclass",
+        **options: Unpack[FitOptions],
+    ) -> HeadSummary:
+        """Train (or replace) head ``name`` on ``texts`` / ``labels``: see
+        :func:`manyheads.train.fit.fit_head` for the options (``groups``, validation
+        rows or ``val_fraction``, ``C``, ``head``, ``thresholds``, ``class_weight``,
+        ``refit``, ``keep_data``, ``seed``, ...) and how the head is split, fitted,
+        calibrated and kept."""
+        from ..train.fit import fit_head
+
+        return fit_head(self, name, texts, labels, kind, **options)
 
     def evaluate(
         self,
@@ -550,22 +572,9 @@ class Bundle(BundleFolder):
         (:func:`manyheads.evaluate.holdout.evaluate_heads`; ``report``: a folder for
         ``report.html`` / ``report.json``); ``"mteb"`` and ``"kfold"`` fit fresh heads
         like them (:mod:`manyheads.evaluate.protocols`, which says the options)."""
-        from ..evaluate import holdout, protocols
+        from ..evaluate.run import evaluate_bundle
 
-        names = self.resolve_heads(list(labels))
-        heads = {n: self._state.heads[n] for n in names}
-        protocols.check_protocol(protocol, [k for k, v in options.items() if v is not None], report)
-        protocols.check_values({n: h.kind for n, h in heads.items()}, len(texts), options)
-        if report is not None:
-            require("matplotlib", "report")  # before the trunk pass
-        embed = partial(self.embed, progress=progress)
-        if protocol != "holdout":
-            return protocols.evaluate_with(
-                protocol, heads, embed, texts, labels, options, progress=progress
-            )
-        return holdout.evaluate_heads(heads, embed(texts), labels, report=report)
-
-    # -- persistence -------------------------------------------------------
+        return evaluate_bundle(self, texts, labels, protocol, report, progress, **options)
 
     def finetune(
         self,
@@ -582,4 +591,4 @@ class Bundle(BundleFolder):
         return finetune_bundle(self, texts, tasks, folder, **options)
 
     def __repr__(self) -> str:
-        return f"Bundle(trunk={self.trunk_name!r}, heads={list(self._state.heads)})"
+        return f"Bundle(trunk={self.trunk_name!r}, heads={list(self._saved.heads.heads)})"
