@@ -11,7 +11,7 @@ Side by side, per task:
 - diagnose's ranking: ``diagnose_trunks`` on a sample of the train rows (1,500 by
   default; grouped, as ``manyheads diagnose --group-field group`` does), ranked by the
   linear probe, then kNN accuracy, then the discordance (the rule of
-  ``manyheads.absorb.diagnose.RANK_BY``, fixed before this benchmark ran);
+  ``manyheads.evaluate.diagnosis.RANK_BY``, fixed before this benchmark ran);
 - the trained ranking: a head per trunk trained on all the train rows with the
   ``manyheads train`` defaults (``Bundle.fit_head``: linear, C="auto", thresholds for
   accuracy, part weights "auto"), scored on the test rows (accuracy; exact match for
@@ -37,7 +37,8 @@ from _common import CACHE_DIR, corpus_rows, grouped_split, machine, write_json
 from scipy.stats import kendalltau
 
 from manyheads import Bundle, EmbeddingCache
-from manyheads.absorb.diagnose import RANK_BY, diagnose_trunks
+from manyheads.absorb.diagnose import diagnose_trunks
+from manyheads.evaluate.diagnosis import RANK_BY
 
 TASKS = [  # (corpus, field, kind)
     ("debdesc", "section", "multiclass"),

@@ -18,10 +18,11 @@ import scipy.sparse as sp
 from conftest import write_jsonl
 
 from manyheads import Bundle
-from manyheads.absorb.diagnose import diagnose_teachers, diagnose_trunks
+from manyheads.absorb.diagnose import diagnose_trunks
 from manyheads.cli import main
 from manyheads.errors import ConfigError, DataError, MissingDependencyError
 from manyheads.evaluate.compatibility import gromov_wasserstein, group_teachers, linear_cka
+from manyheads.evaluate.diagnosis import diagnose_teachers
 from manyheads.evaluate.separability import (
     discordance,
     knn_accuracy,
@@ -298,7 +299,7 @@ def test_diagnose_teachers_groups_teachers_that_see_texts_alike(rows):
 
 def test_a_teacher_report_shows_both_matrices(rows, tmp_path):
     pytest.importorskip("matplotlib")
-    from manyheads.absorb.diagnose_report import write_diagnosis_report
+    from manyheads.evaluate.diagnosis_report import write_diagnosis_report
 
     texts = [r["text"] for r in rows]
     noise = NoiseTrunk()

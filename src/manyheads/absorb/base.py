@@ -83,7 +83,13 @@ class Teacher:
         progress: bool = False,
     ) -> TeacherAnswers:
         """The teacher's answers to ``texts``, a batch at a time (cached outputs reused)."""
-        texts = check_texts(texts)
+        return self._answers(self._outputs(check_texts(texts), cache, progress))
+
+    def _outputs(
+        self, texts: list[str], cache: EmbeddingCache | None, progress: bool
+    ) -> np.ndarray:
+        """The teacher's outputs (texts x labels), a batch at a time, shortest texts
+        first; those in ``cache`` reused, the others put there."""
         width = len(self.labels)
         out = np.zeros((len(texts), width), dtype=np.float32)
         key = f"teacher:{self.fingerprint}"
@@ -105,7 +111,7 @@ class Teacher:
                 if cache is not None:
                     cache.put(key, batch, out[rows])
                 bar.update(len(rows))
-        return self._answers(out)
+        return out
 
     def _checked_run(self, batch: list[str], rows: list[int]) -> np.ndarray:
         """Outputs of one batch; a failure is one line naming the text that fails."""

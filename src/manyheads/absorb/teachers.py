@@ -35,6 +35,7 @@ from ..data import read_records
 from ..errors import ConfigError, DataError, ManyheadsError, require
 from ..heads.kinds import MULTICLASS, MULTILABEL, Kind, check_head_name, kind_of
 from ..trunks.base import check_texts, file_sha256
+from ..trunks.windows import padded
 from .base import (
     TEACHER_BATCH,
     Teacher,
@@ -139,22 +140,12 @@ class HFTeacher(Teacher):
 
     def _ensure_model(self) -> Any:
         if self._model is None:
-            require("torch", "transformers")
-            transformers = require("transformers", "transformers")
-            from .._progress import reported_cause, transformers_quiet
+            from ..trunks.transformer import load_pretrained
 
-            said: list[str] = []
-            try:
-                with transformers_quiet() as said:
-                    model = transformers.AutoModelForSequenceClassification.from_pretrained(
-                        str(self._folder), local_files_only=True, use_safetensors=True
-                    )
-            except Exception as exc:  # foreign code: any failure to load, said in one line
-                raise ManyheadsError(
-                    f"teacher {self.name!r}: cannot load the model in {self._folder}: "
-                    f"{reported_cause(exc, said)}"
-                ) from None
-            model.eval()
+            require("torch", "transformers")
+            model = load_pretrained(
+                self._folder, "AutoModelForSequenceClassification", f"teacher {self.name!r}: "
+            )
             for attr in _CLASSIFIER_NAMES:
                 module = getattr(model, attr, None)
                 if module is not None:
@@ -173,12 +164,7 @@ class HFTeacher(Teacher):
         limit = self._trunk.max_length
         encoded = self._trunk.tokenizer.encode_batch(texts)
         rows = [e.ids if len(e.ids) <= limit else e.ids[: limit - 1] + e.ids[-1:] for e in encoded]
-        width = max(len(r) for r in rows)
-        ids = np.zeros((len(rows), width), dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = r
-            mask[i, : len(r)] = 1
+        ids, mask = padded(rows)
         self._features.clear()
         with torch.inference_mode():
             logits = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
@@ -312,14 +298,10 @@ class AnswersTeacher(Teacher):
         self._answers_by_text = answers
         self.fingerprint = file_sha256(path)[:16]
 
-    def answer(
-        self,
-        texts: Sequence[str],
-        *,
-        cache: EmbeddingCache | None = None,
-        progress: bool = False,
-    ) -> TeacherAnswers:
-        texts = check_texts(texts)
+    def _outputs(
+        self, texts: list[str], cache: EmbeddingCache | None, progress: bool
+    ) -> np.ndarray:
+        """The written answers (nothing to cache, nothing to wait for)."""
         missing = [t for t in texts if t not in self._answers_by_text]
         if missing:
             raise DataError(
@@ -332,7 +314,7 @@ class AnswersTeacher(Teacher):
         for i, text in enumerate(texts):
             for label, p in self._answers_by_text[text].items():
                 out[i, col[label]] = p
-        return TeacherAnswers(probs=out, logits=None)
+        return out
 
     def covers(self, texts: Sequence[str]) -> bool:
         """Whether every one of ``texts`` has an answer here."""

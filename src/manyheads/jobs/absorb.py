@@ -14,7 +14,8 @@ from ..bundle import Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..data import LabelSpec, load_dataset
 from ..errors import ConfigError
-from .options import DEFAULT_TRUNK, cache_setting, other_trunk, parse_C, refuse_foreign_folder
+from .file_settings import FileSettings
+from .options import DEFAULT_TRUNK, other_trunk, parse_C, refuse_foreign_folder
 
 __all__ = ["absorb_file"]
 
@@ -29,22 +30,21 @@ def absorb_file(
     *,
     trunk: str | None = None,
     eval_file: str | Path | None = None,
-    text_field: str = "text",
-    group_field: str | None = None,
-    label_sep: str = ",",
-    cache_dir: str | Path | None = None,
-    no_cache: bool = False,
     **options: Any,
 ) -> AbsorbReport:
     """Absorb every ``NAME=SOURCE`` teacher into the bundle folder (created if missing,
     with ``trunk``) from the unlabelled texts of ``data``; ``eval_file`` holds gold
-    labels in columns named like the teachers. ``options``: the fields of
-    :class:`~manyheads.absorb.absorb.AbsorbSettings` (``C`` may be text, as a command
-    line gives it), and fine-tuning's ``epochs`` (default 1), ``max_length`` (128),
-    ``batch_size`` (16) and ``lr`` (2e-5). See :func:`manyheads.absorb.absorb_teachers`."""
+    labels in columns named like the teachers. ``options``: how the files are read and
+    the texts cached (the fields of :class:`~manyheads.jobs.file_settings.FileSettings`:
+    ``text_field``, ``group_field``, ``label_sep``, ``cache_dir``, ``no_cache``), the
+    fields of :class:`~manyheads.absorb.absorb.AbsorbSettings` (``C`` may be text, as a
+    command line gives it), and fine-tuning's ``epochs`` (default 1), ``max_length``
+    (128), ``batch_size`` (16) and ``lr`` (2e-5). See
+    :func:`manyheads.absorb.absorb_teachers`."""
     pairs = [parse_teacher(t) for t in teachers]
     if not pairs:
         raise ConfigError("give at least one {teacher} NAME=SOURCE", options=("teacher",))
+    files, options = FileSettings.split(options, "absorb_file")
     tuning = {**_FINETUNE, **{k: options.pop(k) for k in _FINETUNE if k in options}}
     if "C" in options:
         options["C"] = parse_C(options["C"])
@@ -54,16 +54,16 @@ def absorb_file(
     exists = has_bundle(folder)
     if not exists:
         refuse_foreign_folder(folder)
-    dataset = load_dataset(data, text_field=text_field, group_field=group_field)
+    dataset = load_dataset(data, text_field=files.text_field, group_field=files.group_field)
     loaded = [load_teacher(name, source) for name, source in pairs]
     gold: dict[str, list[Any]] | None = None
     eval_texts = None
     if eval_file is not None:
         labelled = load_dataset(
             eval_file,
-            text_field=text_field,
+            text_field=files.text_field,
             labels=[LabelSpec(name=t.name, field=t.name, kind=t.kind) for t in loaded],
-            label_sep=label_sep,
+            label_sep=files.label_sep,
             partial=True,
         )
         gold = {
@@ -76,7 +76,7 @@ def absorb_file(
                 options=("eval_file",),
             )
         eval_texts = labelled.texts
-    cache = cache_setting(cache_dir, no_cache)
+    cache = files.cache()
     # an existing bundle: no other writer saves in between (the trunk may change)
     with folder_lock(folder) if exists else contextlib.nullcontext():
         if exists:

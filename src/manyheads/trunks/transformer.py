@@ -32,7 +32,7 @@ from .base import (
 )
 from .windows import WindowEncoding, padded, special_span, token_windows, window_work
 
-__all__ = ["TransformerTrunk", "minilm_path", "special_span"]
+__all__ = ["TransformerTrunk", "load_pretrained", "minilm_path", "special_span"]
 
 _VERSION = 1
 
@@ -46,6 +46,26 @@ _POOLING_MODES = ("mean", "cls", "max")
 _VOCAB_FILES = (
     "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
 )  # fmt: skip
+
+
+def load_pretrained(folder: str | Path, auto: str = "AutoModel", who: str = "") -> Any:
+    """The model ``transformers.<auto>`` loads from ``folder`` (local safetensors only),
+    in eval mode; a failure to load is one line (after ``who``, naming the caller)."""
+    transformers = require("transformers", "transformers")
+    from .._progress import reported_cause, transformers_quiet
+
+    said: list[str] = []
+    try:
+        with transformers_quiet() as said:
+            model = getattr(transformers, auto).from_pretrained(
+                str(folder), local_files_only=True, use_safetensors=True
+            )
+    except Exception as exc:  # foreign code: any failure to load, said in one line
+        raise ManyheadsError(
+            f"{who}cannot load the model in {folder}: {reported_cause(exc, said)}"
+        ) from None
+    model.eval()
+    return model
 
 
 def _first_line(exc: BaseException) -> str:
@@ -243,20 +263,7 @@ class TransformerTrunk(TrunkBase):
     def _ensure_model(self) -> Any:
         if self._model is None:
             torch = require("torch", "transformers")
-            transformers = require("transformers", "transformers")
-            from .._progress import reported_cause, transformers_quiet
-
-            said: list[str] = []
-            try:
-                with transformers_quiet() as said:
-                    model = transformers.AutoModel.from_pretrained(
-                        str(self._model_dir), local_files_only=True, use_safetensors=True
-                    )
-            except Exception as exc:  # foreign code: any failure to load, said in one line
-                raise ManyheadsError(
-                    f"cannot load the model in {self._model_dir}: {reported_cause(exc, said)}"
-                ) from None
-            model.eval()
+            model = load_pretrained(self._model_dir)
             model.to(self.device)
             self._torch = torch
             self._model = model

@@ -22,9 +22,9 @@ import numpy as np
 
 from .._io import atomic_write_text
 from ..errors import require
-from ..evaluate.report import figure_png, html_page
 from ..heads.kinds import kind_of
-from .diagnose import TeacherDiagnosis, TrunkDiagnosis
+from .diagnosis import TeacherDiagnosis, TrunkDiagnosis
+from .report import figure_png, html_page
 
 __all__ = ["write_diagnosis_report"]
 
