@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from ..evaluate.protocols import ProtocolOptions
+    from ..evaluate.run import EvaluateOptions
     from ..train.finetune import FinetuneOptions, FinetuneSummary
     from ..train.fit import FitOptions, HeadSummary
 
@@ -561,11 +561,7 @@ class Bundle:
         self,
         texts: Sequence[str],
         labels: Mapping[str, Sequence[Any]],
-        *,
-        protocol: str = "holdout",
-        report: str | os.PathLike[str] | None = None,
-        progress: bool = False,
-        **options: Unpack[ProtocolOptions],
+        **options: Unpack[EvaluateOptions],
     ) -> dict[str, dict[str, Any]]:
         """Metrics of each head in ``labels`` on these texts (one trunk pass for all):
         ``protocol="holdout"`` scores the heads themselves
@@ -574,7 +570,7 @@ class Bundle:
         like them (:mod:`manyheads.evaluate.protocols`, which says the options)."""
         from ..evaluate.run import evaluate_bundle
 
-        return evaluate_bundle(self, texts, labels, protocol, report, progress, **options)
+        return evaluate_bundle(self, texts, labels, **options)
 
     def finetune(
         self,
