@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .._progress import progress_bar
-from .._settings import Rule, Settings
+from .._settings import Rule
 from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
@@ -17,23 +17,20 @@ from ..heads.kinds import distinct_labels, kind_of
 from ..heads.record import HeadLimits
 from ..train.settings import FitSettings
 from .byte import train_byte_heads, train_new_byte
+from .file_settings import FILE_RULES, POSITIVE, FileSettings
 from .options import (
     DEFAULT_TRUNK,
     TaskSpec,
     TrainReport,
-    cache_setting,
     open_bundle,
     other_trunk,
     parse_byte_config,
     parse_C,
-    read_tasks,
     refuse_foreign_folder,
     task_specs,
 )
 
 if TYPE_CHECKING:
-    from typing import Unpack
-
     from ..train import ByteTrainSummary, FinetuneSummary, HeadSummary
     from ..train.finetune import TuneOptions
 
@@ -50,33 +47,26 @@ def train_file(
 
 # a file's heads are trained choosing C, part weights and thresholds for accuracy
 _TRAIN_FIT = FitSettings(C="auto", part_weights="auto", thresholds="accuracy")
-_POSITIVE = Rule(
-    lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-    "a positive integer",
-)
 
 
 @dataclass(frozen=True)
-class TrainSettings(Settings):
+class TrainSettings(FileSettings):
     """How :func:`train_report` trains (its options, described there), checked when
-    made; ``fit``: how each head is fitted."""
+    made: how it reads its file (:class:`~manyheads.jobs.file_settings.FileSettings`),
+    its own settings, and ``fit``: how each head is fitted."""
 
     trunk: str | None = None
-    text_field: str = "text"
-    group_field: str | None = None
-    label_sep: str = ","
     tier: int | None = None
     trunk_epochs: int | None = None
     byte_config: str | dict[str, Any] | None = None
-    cache_dir: str | Path | None = None
-    no_cache: bool = False
     max_labels: int | None = None
     progress: bool = False
     on_trunk: Callable[[ByteTrainSummary], None] | None = None
     fit: FitSettings = field(default_factory=lambda: _TRAIN_FIT)
 
     _constraints: ClassVar[Mapping[str, Rule]] = {
-        "trunk_epochs": _POSITIVE,
+        **FILE_RULES,
+        "trunk_epochs": POSITIVE,
         "tier": Rule(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
                      "an integer"),
     }  # fmt: skip
@@ -158,7 +148,7 @@ def _train(
     if not exists and trunk != "byte" and tier is not None:
         raise ConfigError("{tier} is for byte trunks ({trunk} byte)", options=("tier", "trunk"))
     limits = HeadLimits() if job.max_labels is None else HeadLimits(max_labels=job.max_labels)
-    dataset = read_tasks(data, specs, job.text_field, job.group_field, job.label_sep)
+    dataset = job.read_tasks(data, specs)
     for spec in specs:  # before any trunk work: 10^5 classes are refused at once
         labels = dataset.labels[spec.name]
         distinct = distinct_labels(spec.kind, labels)
@@ -166,7 +156,7 @@ def _train(
         kind_of(spec.kind).check_paths(  # a path with an empty part, named by its row
             labels, fit.path_sep, lambda i: f"{dataset.source}: row {i + 1}: "
         )
-    cache = cache_setting(job.cache_dir, job.no_cache)
+    cache = job.cache()
     if exists:
         bundle = Bundle.load(folder, cache=cache, limits=limits)
         if trunk == "byte" and bundle.tier is None:
@@ -237,18 +227,15 @@ def finetune_file(
     data: str | Path,
     bundle_path: str | Path,
     tasks: Sequence[str | TaskSpec],
-    *,
-    text_field: str = "text",
-    group_field: str | None = None,
-    label_sep: str = ",",
-    cache_dir: str | Path | None = None,
-    no_cache: bool = False,
-    **options: Unpack[TuneOptions],
+    **options: Any,
 ) -> FinetuneSummary:
-    """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save
-    (``options``: how the trunk is tuned, see ``Bundle.finetune``)."""
+    """Fine-tune the bundle's trunk on the tasks of a file, refit every head, save.
+    ``options``: how the file is read and its vectors cached
+    (:class:`~manyheads.jobs.file_settings.FileSettings`), and how the trunk is tuned
+    (:class:`~manyheads.train.finetune.TuneOptions`, see ``Bundle.finetune``)."""
+    files, tuning = FileSettings.split(options, "finetune_file")
     specs = task_specs(tasks)
-    dataset = read_tasks(data, specs, text_field, group_field, label_sep)
+    dataset = files.read_tasks(data, specs)
     folder = bundle_folder(bundle_path)
     check_writable(folder)
     if not has_bundle(folder):
@@ -256,14 +243,14 @@ def finetune_file(
     # the trunk changes: no other writer may save in between (they wait, then find
     # the new trunk and are refused), so hold the lock from load to save
     with folder_lock(folder):
-        bundle = open_bundle(bundle_path, cache_dir=cache_dir, no_cache=no_cache)
+        bundle = open_bundle(bundle_path, cache_dir=files.cache_dir, no_cache=files.no_cache)
         summary = bundle.finetune(
             dataset.texts,
             {s.name: (s.kind, dataset.labels[s.name]) for s in specs},
             bundle_path,
             groups=dataset.groups,
             fields={s.name: s.field for s in specs},
-            **options,
+            **cast("TuneOptions", tuning),
         )
         bundle.save(bundle_path)
     return summary
