@@ -1,31 +1,19 @@
 """Jobs on files and folders: train heads from a file, fine-tune, absorb teachers,
 evaluate, diagnose trunks and teachers, predict a file, list and remove heads, export.
 Each takes paths and plain options, calls the library and returns data; none prints.
-The command line parses, calls one of these, and prints (:mod:`manyheads.cli`)."""
+The command line parses, calls one of these, and prints (:mod:`manyheads.cli`); what
+the jobs take, and their defaults, are in :mod:`manyheads.jobs.options`."""
 
 from .absorb import absorb_file
 from .diagnose import diagnose_file
 from .evaluate import evaluate_file
 from .heads import export_file, list_heads, remove_head
-from .options import (
-    BYTE_TRUNK_EPOCHS,
-    DEFAULT_BUNDLE,
-    DEFAULT_TRUNK,
-    TaskSpec,
-    TrainReport,
-    cache_setting,
-    open_bundle,
-    parse_task,
-)
+from .options import DEFAULT_BUNDLE, cache_setting
 from .predict import predict_rows, predict_texts
 from .train import finetune_file, train_file, train_report
 
 __all__ = [
-    "BYTE_TRUNK_EPOCHS",
     "DEFAULT_BUNDLE",
-    "DEFAULT_TRUNK",
-    "TaskSpec",
-    "TrainReport",
     "absorb_file",
     "cache_setting",
     "diagnose_file",
@@ -33,8 +21,6 @@ __all__ = [
     "export_file",
     "finetune_file",
     "list_heads",
-    "open_bundle",
-    "parse_task",
     "predict_rows",
     "predict_texts",
     "remove_head",

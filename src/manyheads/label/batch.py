@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import require
 from .formats import answer_cells, head_fields, json_line
+from .rows import Labeller, LabelSettings
 
 __all__ = ["ERROR_COLUMN", "LINE_COLUMN", "LabelBatch"]
 
@@ -26,29 +27,22 @@ class LabelBatch:
     def __init__(
         self,
         bundle_path: str | os.PathLike[str],
+        settings: LabelSettings | None = None,
         *,
-        heads: list[str] | None = None,
-        text_field: str = "text",
-        max_chars: int = 100_000,
-        long_texts: str = "refuse",
-        batch_size: int = 256,
-        scores: str = "top",
-        tier: int | None = None,
-        output_format: str = "jsonl",
         threads: int | None = None,
+        **options: Any,
     ) -> None:
+        """``settings`` (a :class:`~manyheads.label.rows.LabelSettings`), with
+        ``options`` (its fields, by name) over it: the heads, how rows are judged and
+        answered, the bundle's ``tier`` and the ``output_format`` (default JSONL)."""
         from ..bundle import Bundle
 
+        s = LabelSettings.merged(settings, options, "LabelBatch")
         if threads is not None:  # this process's share of the CPUs (a Ray actor's)
             os.environ["MANYHEADS_THREADS"] = str(threads)
-        from .rows import Labeller
-
-        bundle = Bundle.load(bundle_path, cache=None, tier=tier)
-        names = tuple(bundle.resolve_heads(heads))
-        self.labeller = Labeller(
-            bundle, names, text_field, max_chars, long_texts, batch_size, scores
-        )
-        self.output_format = output_format
+        bundle = Bundle.load(bundle_path, cache=None, tier=s.tier)
+        self.labeller = Labeller.of(bundle, tuple(bundle.resolve_heads(s.heads)), s)
+        self.output_format = s.output_format or "jsonl"
         self.answer_columns = self.labeller.columns([])
 
     def __call__(self, batch: Any) -> Any:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .._io import atomic_write_bytes, atomic_write_text, describe_os_error, remove_stale_temps
 from .._progress import progress_bar
@@ -43,8 +43,8 @@ from .parts import Part, answered, join_parts, read_parts
 from .rows import Labeller, LabelSettings
 
 __all__ = [
-    "JOB_FILE", "LabelSettings", "LabelSummary", "fingerprint", "job_record",
-    "label_file", "mixed_job_message", "start_job",
+    "JOB_FILE", "JobFolder", "LabelSettings", "LabelSummary", "LocalJob", "fingerprint",
+    "job_record", "label_file", "mixed_job_message", "start_job",
 ]  # fmt: skip
 
 JOB_FILE = "job.json"
@@ -138,28 +138,86 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def start_job(work: Path, output: Path, errors: Path, job: dict[str, Any], restart: bool) -> bool:
-    """Make ``work`` ready for ``job``; True when it already held this job's parts.
-    Refuses the parts of another job, and an output this job did not write."""
-    done = done_record(output)
-    if restart:
-        shutil.rmtree(work, ignore_errors=True)
-        for path in (output, errors, done):
+class JobFolder(Protocol):
+    """Where a job keeps its parts and its record, as :func:`start_job` asks of it:
+    ``shown`` (named in messages), ``clear`` (start over: the parts and the outputs
+    gone), ``record`` (the job record's bytes; None when there is none), ``taken`` (the
+    message refusing a place that holds something no job of this kind wrote; None when
+    it is free) and ``create`` (the folder made, with the record in it)."""
+
+    @property
+    def shown(self) -> str: ...
+
+    def clear(self) -> None: ...
+
+    def record(self) -> bytes | None: ...
+
+    def taken(self) -> str | None: ...
+
+    def create(self, record: bytes) -> None: ...
+
+
+@dataclass(frozen=True)
+class LocalJob:
+    """The job folder of :func:`label_file`: the parts in ``work`` beside the ``output``
+    file (and its ``errors`` file)."""
+
+    work: Path
+    output: Path
+    errors: Path
+
+    @property
+    def shown(self) -> str:
+        return str(self.work)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+        for path in (self.output, self.errors, done_record(self.output)):
             path.unlink(missing_ok=True)
-    record = work / JOB_FILE
-    if record.is_file():
-        found = _read_json(record)
-        if found != job:
-            raise ConfigError(f"{work} {mixed_job_message(found, job)}", options=("restart",))
-        return True
-    if output.exists():
-        raise ConfigError(
-            f"{output} exists and no labelling job wrote it: give another output, or "
-            "{restart} to replace it",
-            options=("restart",),
+
+    def record(self) -> bytes | None:
+        path = self.work / JOB_FILE
+        if not path.is_file():
+            return None
+        try:
+            return path.read_bytes()
+        except OSError:
+            return b""
+
+    def taken(self) -> str | None:
+        if not self.output.exists():
+            return None
+        return (
+            f"{self.output} exists and no labelling job wrote it: give another output, or "
+            "{restart} to replace it"
         )
-    work.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(record, json.dumps(job, indent=1, sort_keys=True) + "\n")
+
+    def create(self, record: bytes) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.work / JOB_FILE, record)
+
+
+def start_job(folder: JobFolder, job: dict[str, Any], restart: bool) -> bool:
+    """Make ``folder`` ready for ``job`` (emptied first when ``restart``); True when it
+    already held this job's parts. Refuses the parts of another job, and a place this
+    job did not write."""
+    if restart:
+        folder.clear()
+    text = folder.record()
+    if text is not None:
+        try:
+            found = loads_json(text.decode("utf-8"))
+        except ValueError:
+            found = None
+        if found != job:
+            raise ConfigError(
+                f"{folder.shown} {mixed_job_message(found, job)}", options=("restart",)
+            )
+        return True
+    taken = folder.taken()
+    if taken is not None:
+        raise ConfigError(taken, options=("restart",))
+    folder.create((json.dumps(job, indent=1, sort_keys=True) + "\n").encode("utf-8"))
     return False
 
 
@@ -243,7 +301,7 @@ def label_file(
         )  # fmt: skip
     resumed = False
     try:
-        resumed = start_job(work, output, errors, job, restart)
+        resumed = start_job(LocalJob(work, output, errors), job, restart)
         run = _run_parts(
             work, files, in_fmts, labeller, out_fmt, part_rows, id_field, progress,
             workers=workers, bundle_path=bundle_path, tier=tier, on_part=on_part,

@@ -30,7 +30,7 @@ from ..bundle import Bundle, bundle_folder
 from ..data.tables import format_of, no_input, readable, suffix_format
 from ..errors import ConfigError, DataError, require
 from .batch import ERROR_COLUMN, LINE_COLUMN, LabelBatch
-from .job import HEAD_BYTES, JOB_FILE, LabelSummary, fingerprint, job_record, mixed_job_message
+from .job import HEAD_BYTES, JOB_FILE, LabelSummary, fingerprint, job_record, start_job
 from .rows import Labeller, LabelSettings  # checks every option before Ray starts
 
 __all__ = ["label_with_ray", "output_format_of"]
@@ -115,34 +115,40 @@ def _fingerprint(place: _Place) -> dict[str, Any]:
     return fingerprint(place.shown, int(info.size), info.mtime_ns, head)
 
 
-def _start(output: _Place, job: dict[str, Any], restart: bool) -> None:
-    """Make the folder ``output`` ready for ``job``: refuse another job's output."""
-    pafs = require("pyarrow.fs", "ray")
-    record = output.child(JOB_FILE)
-    if restart:
-        output.fs.delete_dir_contents(output.path, missing_dir_ok=True)
-    if record.is_file():
-        try:
-            found = json.loads(record.read())
-        except ValueError:
-            found = None
-        if found != job:
-            raise ConfigError(
-                f"{output.shown} {mixed_job_message(found, job)}", options=("restart",)
+@dataclass(frozen=True)
+class _RayJob:
+    """The job folder of :func:`label_with_ray`: the ``output`` folder itself, its
+    record in it (a :class:`~manyheads.label.job.JobFolder`)."""
+
+    output: _Place
+
+    @property
+    def shown(self) -> str:
+        return self.output.shown
+
+    def clear(self) -> None:
+        self.output.fs.delete_dir_contents(self.output.path, missing_dir_ok=True)
+
+    def record(self) -> bytes | None:
+        record = self.output.child(JOB_FILE)
+        return record.read() if record.is_file() else None
+
+    def taken(self) -> str | None:
+        pafs = require("pyarrow.fs", "ray")
+        info = self.output.info()
+        if info.type == pafs.FileType.File or (
+            info.type == pafs.FileType.Directory
+            and self.output.fs.get_file_info(pafs.FileSelector(self.output.path))
+        ):
+            return (
+                f"{self.output.shown} exists and is not this job's folder: give another "
+                "output, or {restart} to empty it"
             )
-        return
-    info = output.info()
-    if info.type == pafs.FileType.File or (
-        info.type == pafs.FileType.Directory
-        and output.fs.get_file_info(pafs.FileSelector(output.path))
-    ):
-        raise ConfigError(
-            f"{output.shown} exists and is not this job's folder: give another output, "
-            "or {restart} to empty it",
-            options=("restart",),
-        )
-    output.fs.create_dir(output.path)
-    record.write((json.dumps(job, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        return None
+
+    def create(self, record: bytes) -> None:
+        self.output.fs.create_dir(self.output.path)
+        self.output.child(JOB_FILE).write(record)
 
 
 def _read(ray: Any, place: _Place, fmt: str) -> Any:
@@ -272,16 +278,13 @@ def label_with_ray(
     bundle = Bundle.load(folder, cache=None)
     names = bundle.resolve_heads(s.heads)
     Labeller.of(bundle, tuple(names), s)  # its settings checked before anything is started
-    batch = {
-        "heads": names, "text_field": s.text_field, "max_chars": s.max_chars,
-        "long_texts": s.long_texts, "batch_size": s.batch_size, "scores": s.scores,
-        "tier": None, "output_format": out_fmt,
-    }  # fmt: skip
+    # every actor loads the tier's folder itself and writes the output's format
+    actors = s.replace(heads=names, tier=None, output_format=out_fmt)
     record = job_record(
         bundle, names, [_fingerprint(f) for f in files],
-        {**{k: v for k, v in batch.items() if k != "heads"}, "id_field": s.id_field},
+        {**s.rows(), "tier": None, "output_format": out_fmt},
     )  # fmt: skip
-    _start(place, record, s.restart)
+    start_job(_RayJob(place), record, s.restart)
     if not ray.is_initialized():
         ray.init(
             address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
@@ -303,8 +306,8 @@ def label_with_ray(
                     _read(ray, source, fmt)
                     .map_batches(
                         LabelBatch,
-                        fn_constructor_args=(str(folder),),
-                        fn_constructor_kwargs={**batch, "threads": 1},  # an actor: 1 CPU
+                        fn_constructor_args=(str(folder), actors),
+                        fn_constructor_kwargs={"threads": 1},  # an actor: 1 CPU
                         batch_size=s.batch_size,
                         batch_format="pyarrow",
                         # from one actor up: a fixed pool as big as the CPUs would wait
