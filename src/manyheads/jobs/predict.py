@@ -11,6 +11,7 @@ from ..bundle.pieces import check_long_texts, check_max_chars
 from ..data import iter_texts
 from ..errors import ConfigError, DataError
 from ..heads.decode import check_scores
+from ..label.rows import Labeller
 from .options import open_bundle
 
 __all__ = ["predict_rows", "predict_texts"]
@@ -55,8 +56,10 @@ def predict_rows(
         )
     check_scores(scores)
     bundle = open_bundle(bundle_path, no_cache=True, tier=tier)
-    names = bundle.resolve_heads(heads)
-    window = max_chars if long_texts == "window" else None
+    labeller = Labeller(
+        bundle, tuple(bundle.resolve_heads(heads)), text_field, max_chars, long_texts,
+        max(1, batch_size), scores,
+    )  # fmt: skip
 
     def located() -> Iterator[tuple[str, str]]:
         for i, text in enumerate(texts):
@@ -65,17 +68,17 @@ def predict_rows(
             yield from iter_texts(input_file, text_field=text_field, empty=True)
 
     def answered(batch: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-        answers = bundle.predict(batch, heads=names, max_chars=window, scores=scores)
-        yield from zip(batch, answers, strict=True)
+        yield from zip(batch, labeller.answer(batch), strict=True)
 
     batch: list[str] = []
     chars = 0
     for where, text in located():
-        if window is None and len(text) > max_chars:
+        too_long = labeller.too_long(text)
+        if too_long is not None:
             yield from answered(batch)
             raise DataError(
-                f"{where} has {len(text)} characters, over the limit of {max_chars} "
-                "(raise the limit, or read long texts in pieces: the window mode)"
+                f"{where} {too_long} (raise the limit, or read long texts in pieces: "
+                "the window mode)"
             )
         batch.append(text)
         chars += len(text)

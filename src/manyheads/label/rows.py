@@ -87,12 +87,17 @@ class Labeller:
             return f"field {self.text_field!r} is {type(text).__name__}, not text"
         if not text.strip():
             return f"field {self.text_field!r} is empty"
-        if self.long_texts == "refuse" and len(text) > self.max_chars:
-            return (
-                f"field {self.text_field!r} has {len(text)} characters, over the limit of "
-                f"{self.max_chars}"
-            )
+        too_long = self.too_long(text)
+        if too_long is not None:
+            return f"field {self.text_field!r} {too_long}"
         return unicode_problem(text)
+
+    def too_long(self, text: str) -> str | None:
+        """``has N characters, over the limit of M``: a text over ``max_chars`` when long
+        texts are refused (not read in pieces), else None."""
+        if self.long_texts == "refuse" and len(text) > self.max_chars:
+            return f"has {len(text)} characters, over the limit of {self.max_chars}"
+        return None
 
     def answer(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         """Every head's answer for each text (its scores kept as ``scores`` says)."""
