@@ -317,7 +317,7 @@ def test_int8_recheck_refuses_bad_options_and_specs(trained, tmp_path, capsys):
     ]
     for quantization, recheck, message in cases:
         with pytest.raises(ManyheadsError, match=message):
-            OnnxTrunk(folder, **{**base, "quantization": quantization, "recheck": recheck})
+            OnnxTrunk.from_spec({**base, "quantization": quantization, "recheck": recheck}, folder)
 
 
 def test_predicting_with_an_exported_bundle_never_imports_torch(trained, tmp_path):

@@ -28,11 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .._io import GRAPH_FILE
+from .._settings import Rule, Settings
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
 from .base import Encoding, SpecFile, TrunkBase, check_texts, load_tokenizer_file
 from .windows import WindowEncoding, token_windows, window_work
@@ -193,24 +194,65 @@ class _Graph:
     spread: str = "batches"  # "batches" or "texts": the session's thread count follows it
 
 
+_RUN_SETTINGS = ("threads", "batch_tokens", "max_batch")
+
+
+def _max_length(value: Any) -> bool:
+    return isinstance(value, int) and value >= 4
+
+
+@dataclass(frozen=True)
+class GraphSpec(Settings):
+    """An exported graph as its bundle's trunk spec describes it (the settings of the
+    spec but how calls run: ``threads``, ``batch_tokens``, ``max_batch``).
+
+    ``fingerprint`` and ``dim``: the trunk the graph was exported from and the width of
+    its vectors; ``max_length``: the tokens of a window; ``name``: the source trunk's
+    name; ``file``, ``tokenizer``: the graph and the tokenizer, relative to the bundle
+    folder; ``sha256``: the graph file's; ``quantization``: None or ``"int8"``;
+    ``source``: the spec of the trunk it was exported from; ``recheck``: an int8
+    graph's float twin and each head's margin (:class:`OnnxTrunk`). Checked when made.
+    """
+
+    fingerprint: str
+    dim: int
+    max_length: int
+    name: str = "onnx"
+    file: str = "model.onnx"
+    tokenizer: str = "tokenizer.json"
+    sha256: str | None = None
+    quantization: str | None = None
+    source: dict[str, Any] | None = None
+    recheck: dict[str, Any] | None = None
+
+    _constraints: ClassVar[Mapping[str, Rule]] = {
+        "max_length": Rule(_max_length, "an integer >= 4"),
+        "quantization": Rule(lambda v: v is None or v == "int8", "None or 'int8'"),
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_recheck(self.recheck, self.quantization)
+
+
 class OnnxTrunk(TrunkBase):
     """A trunk exported to ONNX, run by onnxruntime.
 
     Parameters
     ----------
     folder : path
-        The exported bundle folder; ``file`` and ``tokenizer`` are relative to it.
-    fingerprint : str
-        Fingerprint of the trunk the graph was exported from: heads trained on
-        that trunk work on this one.
-    quantization : None or "int8"
-        An int8 graph gives slightly different vectors, so its embeddings are
-        cached apart from the original trunk's (``cache_key``).
-    recheck : dict, optional
-        An int8 graph's float32 twin and each head's margin (written by the
-        export): ``{"file", "sha256", "quantile", "heads": {name: {"digest",
-        "margin"}}}``. The bundle answers texts some head is unsure of again with
-        the float graph (:mod:`manyheads.bundle.recheck`); the trunk only keeps it.
+        The exported bundle folder; the graph's ``file`` and ``tokenizer`` are
+        relative to it.
+    described : GraphSpec
+        The graph as the spec describes it. Its ``fingerprint`` is the one of the
+        trunk the graph was exported from: heads trained on that trunk work on this
+        one. An int8 graph (``quantization``) gives slightly different vectors, so
+        its embeddings are cached apart from the original trunk's (``cache_key``).
+        Its ``recheck`` holds the int8 graph's float32 twin and each head's margin
+        (written by the export): ``{"file", "sha256", "quantile", "heads": {name:
+        {"digest", "margin"}}}``. The bundle answers texts some head is unsure of
+        again with the float graph (:mod:`manyheads.bundle.recheck`); the trunk
+        only keeps it.
     threads : int, optional
         onnxruntime intra-op threads (default: ``MANYHEADS_THREADS`` or the CPU count).
     batch_tokens, max_batch : int
@@ -232,7 +274,7 @@ class OnnxTrunk(TrunkBase):
     exported = True
     keeps_files = True
     hashed_files = (GRAPH_FILE,)
-    _not_settings = ("folder",)
+    _not_settings = ("folder", "described")
 
     @classmethod
     def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
@@ -259,41 +301,24 @@ class OnnxTrunk(TrunkBase):
     def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
         if base is None:
             raise ManyheadsError("an ONNX trunk is loaded from its bundle folder (Bundle.load)")
-        return cls(base, **options)
+        run = {k: options.pop(k) for k in _RUN_SETTINGS if k in options}
+        return cls(base, GraphSpec(**options), **run)
 
     def __init__(
         self,
         folder: str | Path,
+        described: GraphSpec,
         *,
-        fingerprint: str,
-        dim: int,
-        max_length: int,
-        name: str = "onnx",
-        file: str = "model.onnx",
-        tokenizer: str = "tokenizer.json",
-        sha256: str | None = None,
-        quantization: str | None = None,
-        source: dict[str, Any] | None = None,
-        recheck: dict[str, Any] | None = None,
         threads: int | None = None,
         batch_tokens: int = 1024,
         max_batch: int = 64,
     ) -> None:
         self.folder = Path(folder)
-        self._name = name
-        self.file = file
-        self.tokenizer_file = tokenizer
-        self._fingerprint = str(fingerprint)
-        self._dim = int(dim)
-        if not isinstance(max_length, int) or max_length < 4:
-            raise ConfigError(f"max_length must be an integer >= 4, got {max_length!r}")
-        self.max_length = max_length
-        self.sha256 = sha256
-        if quantization not in (None, "int8"):
-            raise ConfigError(f"quantization must be None or 'int8', got {quantization!r}")
-        self.quantization = quantization
-        self.source = dict(source or {})
-        self.recheck = check_recheck(recheck, quantization)
+        self.described = described
+        self._name = described.name
+        self._fingerprint = str(described.fingerprint)
+        self._dim = int(described.dim)
+        self.source = dict(described.source or {})
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive integer, got {threads!r}")
         self.threads = threads
@@ -308,6 +333,38 @@ class OnnxTrunk(TrunkBase):
         self._lock = threading.Lock()
         self._side = SideBySide("manyheads-onnx")  # the threads of spread "texts"
         self._precise: OnnxTrunk | None = None
+
+    @classmethod
+    def _init_parameters(cls) -> list[Any]:
+        """A spec's settings: the fields of :class:`GraphSpec` and how calls run."""
+        import inspect
+
+        return [*inspect.signature(GraphSpec).parameters.values(), *super()._init_parameters()]
+
+    @property
+    def file(self) -> str:
+        """The graph file, in ``folder``."""
+        return self.described.file
+
+    @property
+    def sha256(self) -> str | None:
+        return self.described.sha256
+
+    @property
+    def tokenizer_file(self) -> str:
+        return self.described.tokenizer
+
+    @property
+    def max_length(self) -> int:
+        return self.described.max_length
+
+    @property
+    def quantization(self) -> str | None:
+        return self.described.quantization
+
+    @property
+    def recheck(self) -> dict[str, Any] | None:
+        return self.described.recheck
 
     def _files(self) -> list[str]:
         """The files of this trunk in its folder: graph, tokenizer, the float twin."""
@@ -369,12 +426,12 @@ class OnnxTrunk(TrunkBase):
     def reload(self, file: str, sha256: str) -> None:
         """Switch to another graph file of this folder (opened now, swapped in one step;
         calls already running finish on the graph they started with)."""
-        old = (self.file, self.sha256)
-        self.file, self.sha256 = file, sha256
+        old = self.described
+        self.described = old.replace(file=file, sha256=sha256)
         try:
             graph = self._open(self.resolved_spread())
         except Exception:
-            self.file, self.sha256 = old
+            self.described = old
             raise
         with self._lock:
             self._graph = graph
@@ -418,14 +475,12 @@ class OnnxTrunk(TrunkBase):
         if twin is None:
             twin = OnnxTrunk(
                 self.folder,
-                fingerprint=self._fingerprint,
-                dim=self._dim,
-                max_length=self.max_length,
-                name=self._name,
-                file=self.recheck["file"],
-                tokenizer=self.tokenizer_file,
-                sha256=self.recheck["sha256"],
-                source=self.source,
+                self.described.replace(
+                    file=self.recheck["file"],
+                    sha256=self.recheck["sha256"],
+                    quantization=None,
+                    recheck=None,
+                ),
                 threads=self.threads,
                 batch_tokens=self.batch_tokens,
                 max_batch=self.max_batch,
