@@ -28,14 +28,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from .._io import GRAPH_FILE
-from .._settings import Rule, Settings
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
 from .base import Encoding, SpecFile, TrunkBase, check_texts, load_tokenizer_file
+from .graph_spec import RUN_SETTINGS, GraphSpec
 from .windows import WindowEncoding, token_windows, window_work
 
 EMBEDDING = "embedding"
@@ -129,42 +129,6 @@ def open_session(
         raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
 
 
-def check_recheck(recheck: Any, quantization: str | None) -> dict[str, Any] | None:
-    """``recheck`` of an ONNX trunk spec, checked (one-line refusals)."""
-    if recheck is None:
-        return None
-    where = "the ONNX trunk's recheck"
-    if quantization != "int8":
-        raise ConfigError(f"{where} belongs to an int8 graph, this one is {quantization}")
-    if not isinstance(recheck, dict) or set(recheck) != {"file", "sha256", "quantile", "heads"}:
-        raise ConfigError(
-            f"{where} must be an object with file, sha256, quantile and heads, got {recheck!r}"
-        )
-    for key in ("file", "sha256"):
-        if not isinstance(recheck[key], str) or not recheck[key]:
-            raise ConfigError(f"{where} {key} must be a non-empty string, got {recheck[key]!r}")
-    q = recheck["quantile"]
-    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
-        raise ConfigError(f"{where} quantile must be a number from 0 to 1, got {q!r}")
-    heads = recheck["heads"]
-    if not isinstance(heads, dict):
-        raise ConfigError(f"{where} heads must be an object, got {heads!r}")
-    for name, entry in heads.items():
-        margin = entry.get("margin") if isinstance(entry, dict) else None
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("digest"), str)
-            or isinstance(margin, bool)
-            or not isinstance(margin, int | float)
-            or not margin >= 0
-        ):
-            raise ConfigError(
-                f"{where} of head {name!r} must be {{digest: text, margin: a number >= 0}}, "
-                f"got {entry!r}"
-            )
-    return recheck
-
-
 def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
     """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
     ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
@@ -192,47 +156,6 @@ class _Graph:
     heads: Mapping[str, str]  # {head: digest} inside the graph
     widths: Mapping[str, int]  # output name -> width (0: dynamic)
     spread: str = "batches"  # "batches" or "texts": the session's thread count follows it
-
-
-_RUN_SETTINGS = ("threads", "batch_tokens", "max_batch")
-
-
-def _max_length(value: Any) -> bool:
-    return isinstance(value, int) and value >= 4
-
-
-@dataclass(frozen=True)
-class GraphSpec(Settings):
-    """An exported graph as its bundle's trunk spec describes it (the settings of the
-    spec but how calls run: ``threads``, ``batch_tokens``, ``max_batch``).
-
-    ``fingerprint`` and ``dim``: the trunk the graph was exported from and the width of
-    its vectors; ``max_length``: the tokens of a window; ``name``: the source trunk's
-    name; ``file``, ``tokenizer``: the graph and the tokenizer, relative to the bundle
-    folder; ``sha256``: the graph file's; ``quantization``: None or ``"int8"``;
-    ``source``: the spec of the trunk it was exported from; ``recheck``: an int8
-    graph's float twin and each head's margin (:class:`OnnxTrunk`). Checked when made.
-    """
-
-    fingerprint: str
-    dim: int
-    max_length: int
-    name: str = "onnx"
-    file: str = "model.onnx"
-    tokenizer: str = "tokenizer.json"
-    sha256: str | None = None
-    quantization: str | None = None
-    source: dict[str, Any] | None = None
-    recheck: dict[str, Any] | None = None
-
-    _constraints: ClassVar[Mapping[str, Rule]] = {
-        "max_length": Rule(_max_length, "an integer >= 4"),
-        "quantization": Rule(lambda v: v is None or v == "int8", "None or 'int8'"),
-    }
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_recheck(self.recheck, self.quantization)
 
 
 class OnnxTrunk(TrunkBase):
@@ -301,7 +224,7 @@ class OnnxTrunk(TrunkBase):
     def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
         if base is None:
             raise ManyheadsError("an ONNX trunk is loaded from its bundle folder (Bundle.load)")
-        run = {k: options.pop(k) for k in _RUN_SETTINGS if k in options}
+        run = {k: options.pop(k) for k in RUN_SETTINGS if k in options}
         return cls(base, GraphSpec(**options), **run)
 
     def __init__(
