@@ -147,6 +147,20 @@ def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> li
     return batches
 
 
+class _Described:
+    """A read-only attribute of an :class:`OnnxTrunk`: the field ``field`` of the
+    :class:`~manyheads.trunks.graph_spec.GraphSpec` it runs (``described``)."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __get__(self, trunk: Any, owner: Any = None) -> Any:
+        return self if trunk is None else getattr(trunk.described, self.field)
+
+    def __set__(self, trunk: Any, value: Any) -> None:
+        raise AttributeError(f"an ONNX trunk's {self.field} is read from its GraphSpec")
+
+
 @dataclass(frozen=True)
 class _Graph:
     """One opened graph: what a call needs, swapped whole on reload."""
@@ -198,6 +212,14 @@ class OnnxTrunk(TrunkBase):
     keeps_files = True
     hashed_files = (GRAPH_FILE,)
     _not_settings = ("folder", "described")
+
+    # the graph's settings, read from ``described``
+    file = _Described("file")
+    sha256 = _Described("sha256")
+    tokenizer_file = _Described("tokenizer")
+    max_length = _Described("max_length")
+    quantization = _Described("quantization")
+    recheck = _Described("recheck")
 
     @classmethod
     def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
@@ -263,31 +285,6 @@ class OnnxTrunk(TrunkBase):
         import inspect
 
         return [*inspect.signature(GraphSpec).parameters.values(), *super()._init_parameters()]
-
-    @property
-    def file(self) -> str:
-        """The graph file, in ``folder``."""
-        return self.described.file
-
-    @property
-    def sha256(self) -> str | None:
-        return self.described.sha256
-
-    @property
-    def tokenizer_file(self) -> str:
-        return self.described.tokenizer
-
-    @property
-    def max_length(self) -> int:
-        return self.described.max_length
-
-    @property
-    def quantization(self) -> str | None:
-        return self.described.quantization
-
-    @property
-    def recheck(self) -> dict[str, Any] | None:
-        return self.described.recheck
 
     def _files(self) -> list[str]:
         """The files of this trunk in its folder: graph, tokenizer, the float twin."""
