@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from manyheads.errors import DataError
 from manyheads.heads.linear import LinearHead
-from manyheads.heads.mlp import MLPHead
+from manyheads.heads.mlp import MLPHead, MLPTraining
 
 # Reasons shared by both head types and every kind.
 _ALWAYS = {
@@ -89,7 +89,7 @@ def _expected_failed_checks(estimator: BaseEstimator) -> dict[str, str]:
 
 # small and fast: the MLP trains a few epochs of 8 hidden units (lr raised so that
 # they are enough for the checks' accuracy thresholds)
-_MLP_PARAMS = {"hidden": 8, "max_epochs": 10, "lr": 0.03, "random_state": 0}
+_MLP_PARAMS = {"hidden": 8, "training": MLPTraining(max_epochs=10, lr=0.03), "random_state": 0}
 
 
 @parametrize_with_checks(

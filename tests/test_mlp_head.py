@@ -13,11 +13,11 @@ from sklearn.metrics import log_loss
 
 from manyheads import ConfigError, DataError, LinearHead, MissingDependencyError
 from manyheads.heads import any_head_from_record, any_head_to_record
-from manyheads.heads.mlp import MLPHead, mlp_head_from_record, mlp_head_to_record
+from manyheads.heads.mlp import MLPHead, MLPTraining, mlp_head_from_record, mlp_head_to_record
 
 torch = pytest.importorskip("torch")
 
-SMALL = {"hidden": 32, "max_epochs": 60, "random_state": 0}
+SMALL = {"hidden": 32, "training": MLPTraining(max_epochs=60), "random_state": 0}
 
 
 def _rings(n=1200, noise_dims=4, seed=0):
@@ -99,7 +99,9 @@ def test_fit_leaves_torch_threads_and_global_rng_alone():
 def test_multiclass_rings_beat_linear_head():
     X, y = _rings()
     tr, va, te = slice(0, 800), slice(800, 1000), slice(1000, None)
-    mlp = MLPHead(hidden=64, max_epochs=100).fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
+    mlp = MLPHead(hidden=64, training=MLPTraining(max_epochs=100)).fit(
+        X[tr], y[tr], X_val=X[va], y_val=y[va]
+    )
     linear = LinearHead().fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
     assert _accuracy(mlp, X[te], y[te]) > 0.9
     assert _accuracy(mlp, X[te], y[te]) > _accuracy(linear, X[te], y[te]) + 0.2
@@ -113,7 +115,7 @@ def test_multiclass_rings_beat_linear_head():
 def test_binary_xor_beats_linear_head_and_tunes_threshold():
     X, y = _xor()
     tr, va, te = slice(0, 800), slice(800, 1000), slice(1000, None)
-    mlp = MLPHead(kind="binary", hidden=64, max_epochs=100).fit(
+    mlp = MLPHead(kind="binary", hidden=64, training=MLPTraining(max_epochs=100)).fit(
         X[tr], y[tr], X_val=X[va], y_val=y[va]
     )
     linear = LinearHead(kind="binary").fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
@@ -130,7 +132,7 @@ def test_binary_xor_beats_linear_head_and_tunes_threshold():
 def test_multilabel_label_lists_beat_linear_head():
     X, labels, Y = _multilabel()
     tr, va, te = slice(0, 800), slice(800, 1000), slice(1000, None)
-    mlp = MLPHead(kind="multilabel", hidden=64, max_epochs=100).fit(
+    mlp = MLPHead(kind="multilabel", hidden=64, training=MLPTraining(max_epochs=100)).fit(
         X[tr], labels[tr], X_val=X[va], y_val=labels[va]
     )
     linear = LinearHead(kind="multilabel").fit(X[tr], labels[tr], X_val=X[va], y_val=labels[va])
@@ -179,16 +181,17 @@ def test_same_random_state_gives_identical_weights():
 def test_early_stopping_stops_and_keeps_the_best_epoch():
     # few noisy rows and a wide layer without dropout: the validation loss turns up early
     X, y = _noisy(n=300)
-    params = {"hidden": 128, "dropout": 0.0, "lr": 1e-2, "patience": 4, "random_state": 0}
-    head = MLPHead(max_epochs=500, **params).fit(X[:150], y[:150], X_val=X[150:], y_val=y[150:])
+    params = {"hidden": 128, "dropout": 0.0, "random_state": 0}
+    loop = MLPTraining(lr=1e-2, patience=4, max_epochs=500)
+    head = MLPHead(training=loop, **params).fit(X[:150], y[:150], X_val=X[150:], y_val=y[150:])
     assert head.n_epochs_ < 500
     assert head.best_epoch_ < head.n_epochs_
     assert head.n_epochs_ - head.best_epoch_ == 4
     # the kept weights are those of epoch best_epoch_: training exactly that long
     # without validation data gives the same weights
-    again = MLPHead(max_epochs=head.best_epoch_, validation_fraction=0.0, **params).fit(
-        X[:150], y[:150]
-    )
+    again = MLPHead(
+        training=loop.replace(max_epochs=head.best_epoch_), validation_fraction=0.0, **params
+    ).fit(X[:150], y[:150])
     assert again.n_epochs_ == again.best_epoch_ == head.best_epoch_
     np.testing.assert_array_equal(again.W1_, head.W1_)
     np.testing.assert_array_equal(again.W2_, head.W2_)
@@ -202,16 +205,20 @@ def _noisy(n=600, d=20, seed=3):
 
 def test_without_validation_data_a_tenth_is_held_out():
     X, y = _noisy()
-    held = MLPHead(hidden=128, dropout=0.0, lr=1e-2, max_epochs=300, patience=4).fit(X, y)
+    held = MLPHead(
+        hidden=128, dropout=0.0, training=MLPTraining(lr=1e-2, max_epochs=300, patience=4)
+    ).fit(X, y)
     assert held.best_epoch_ < held.n_epochs_ < 300
     assert held.temperature_ != 1.0  # calibrated on the internal hold-out
     X, y = _rings(n=600)
-    plain = MLPHead(hidden=32, max_epochs=15, validation_fraction=0.0).fit(X, y)
+    plain = MLPHead(hidden=32, training=MLPTraining(max_epochs=15), validation_fraction=0.0).fit(
+        X, y
+    )
     assert plain.n_epochs_ == plain.best_epoch_ == 15
     assert plain.temperature_ == 1.0
     # too few rows for a hold-out of 5: nothing held out either
     X, y = _rings(n=40)
-    tiny = MLPHead(hidden=8, max_epochs=3).fit(X, y)
+    tiny = MLPHead(hidden=8, training=MLPTraining(max_epochs=3)).fit(X, y)
     assert tiny.n_epochs_ == 3 and tiny.temperature_ == 1.0
 
 
@@ -220,7 +227,11 @@ def test_temperature_scaling_lowers_validation_log_loss():
     X = rng.normal(size=(600, 16)).astype(np.float32)
     y = np.array(["a", "b", "c"])[(X[:, :3] + rng.normal(size=(600, 3)) * 1.2).argmax(1)]
     # no validation data (so no early stopping), no dropout: an over-confident network
-    params = {"hidden": 128, "dropout": 0.0, "lr": 1e-2, "batch_size": 32, "max_epochs": 40}
+    params = {
+        "hidden": 128,
+        "dropout": 0.0,
+        "training": MLPTraining(lr=1e-2, batch_size=32, max_epochs=40),
+    }
     raw = MLPHead(validation_fraction=0.0, **params).fit(X[:200], y[:200])
     assert raw.temperature_ == 1.0
     before = log_loss(y[300:], raw.predict_proba(X[300:]), labels=raw.classes_)
@@ -257,7 +268,12 @@ def test_class_weight_balanced_raises_minority_recall():
     n = 1500
     y = np.where(rng.random(n) < 0.05, "rare", "common")
     X = (rng.normal(size=(n, 8)) + (y == "rare")[:, None] * 0.7).astype(np.float32)
-    params = {"hidden": 32, "max_epochs": 30, "validation_fraction": 0.0, "calibrate": False}
+    params = {
+        "hidden": 32,
+        "training": MLPTraining(max_epochs=30),
+        "validation_fraction": 0.0,
+        "calibrate": False,
+    }
     plain = MLPHead(**params).fit(X, y)
     balanced = MLPHead(class_weight="balanced", **params).fit(X, y)
     rare = y == "rare"
@@ -284,7 +300,8 @@ def test_record_round_trip_gives_identical_predictions(kind):
     record, tensors = mlp_head_to_record(head)
     record = json.loads(json.dumps(record))  # JSON-ready
     assert record["type"] == "mlp" and record["kind"] == kind
-    assert set(record["params"]) == set(head.get_params()) - {"kind"}
+    flat = set(head.get_params()) - {"kind", "training"} | set(MLPTraining.names())
+    assert set(record["params"]) == flat
     assert set(tensors) == {"W1", "b1", "W2", "b2"}
     assert all(t.dtype == np.float32 for t in tensors.values())
     assert (record["thresholds"] is None) == (kind == "multiclass")
@@ -330,12 +347,7 @@ def test_record_shape_and_content_errors():
         ({"kind": "regression"}, "head kind must be one of multiclass, binary, multilabel"),
         ({"hidden": 0}, "hidden must be an integer >= 1, got 0"),
         ({"hidden": 2.5}, "hidden must be an integer >= 1, got 2.5"),
-        ({"max_epochs": 0}, "max_epochs must be an integer >= 1, got 0"),
-        ({"patience": True}, "patience must be an integer >= 1, got True"),
-        ({"batch_size": -4}, "batch_size must be an integer >= 1, got -4"),
         ({"dropout": 1.0}, r"dropout must be a number in \[0, 1\), got 1.0"),
-        ({"lr": 0}, "lr must be a positive finite number, got 0"),
-        ({"weight_decay": -1e-3}, "weight_decay must be a finite number >= 0, got -0.001"),
         ({"validation_fraction": 1}, r"validation_fraction must be a number in \[0, 1\), got 1"),
         ({"class_weight": "heavy"}, "class_weight must be None, 'balanced' or a dict"),
         ({"random_state": -1}, r"random_state must be None or an integer in \[0, 2\*\*63\)"),
@@ -344,6 +356,41 @@ def test_record_shape_and_content_errors():
 def test_bad_params(params, message):
     with pytest.raises(ConfigError, match=message):
         MLPHead(**params).fit(np.zeros((4, 2)), ["a", "b", "a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"max_epochs": 0}, "max_epochs must be an integer >= 1, got 0"),
+        ({"patience": True}, "patience must be an integer >= 1, got True"),
+        ({"batch_size": -4}, "batch_size must be an integer >= 1, got -4"),
+        ({"lr": 0}, "lr must be a positive finite number, got 0"),
+        ({"weight_decay": -1e-3}, "weight_decay must be a finite number >= 0, got -0.001"),
+    ],
+)
+def test_bad_training_settings(params, message):
+    with pytest.raises(ConfigError, match=message):
+        MLPTraining(**params)
+
+
+def test_training_must_be_training_settings():
+    with pytest.raises(ConfigError, match=r"training must be None or an MLPTraining, got \{'lr'"):
+        MLPHead(training={"lr": 0.1}).fit(np.zeros((4, 2)), ["a", "b", "a", "b"])
+
+
+def test_record_keeps_training_settings_flat():
+    X, y = _rings(n=300)
+    head = MLPHead(training=MLPTraining(lr=2e-3, max_epochs=5), random_state=0).fit(X, y)
+    record, tensors = mlp_head_to_record(head)
+    assert list(record["params"]) == sorted(record["params"])
+    assert {"lr": 2e-3, "max_epochs": 5, "patience": 10, "batch_size": 256}.items() <= (
+        record["params"].items()
+    )
+    assert "training" not in record["params"]
+    again = mlp_head_from_record(record, tensors)
+    assert again.training == MLPTraining(lr=2e-3, max_epochs=5)
+    with pytest.raises(DataError, match="bad parameter: max_epochs must be an integer >= 1"):
+        mlp_head_from_record({**record, "params": {**record["params"], "max_epochs": 0}}, tensors)
 
 
 def test_data_errors():
@@ -370,7 +417,12 @@ def test_diverging_training_names_lr():
         ConfigError,
         match=r"MLP head training diverged in epoch \d+ \(loss \S+\); lower lr \(now 1e\+30\)",
     ):
-        MLPHead(kind="binary", lr=1e30, dropout=0.0, **SMALL).fit(X, y)
+        MLPHead(
+            kind="binary",
+            training=MLPTraining(lr=1e30, max_epochs=60),
+            dropout=0.0,
+            **{k: v for k, v in SMALL.items() if k != "training"},
+        ).fit(X, y)
 
 
 # -- torch is needed to train, not to predict --------------------------------------

@@ -20,6 +20,7 @@ from manyheads import (
     ManyheadsError,
 )
 from manyheads.cli import main
+from manyheads.trunks.graph_spec import GraphSpec
 from manyheads.trunks.onnxrt import cpu_threads, length_batches
 
 pytest.importorskip("torch")
@@ -317,7 +318,7 @@ def test_int8_recheck_refuses_bad_options_and_specs(trained, tmp_path, capsys):
     ]
     for quantization, recheck, message in cases:
         with pytest.raises(ManyheadsError, match=message):
-            OnnxTrunk(folder, **{**base, "quantization": quantization, "recheck": recheck})
+            OnnxTrunk.from_spec({**base, "quantization": quantization, "recheck": recheck}, folder)
 
 
 def test_predicting_with_an_exported_bundle_never_imports_torch(trained, tmp_path):
@@ -454,6 +455,18 @@ def test_thread_count_from_environment(monkeypatch):
     monkeypatch.setenv("MANYHEADS_THREADS", "0")
     with pytest.raises(ConfigError, match="at least 1"):
         cpu_threads()
+
+
+def test_graph_spec_refuses_bad_settings_when_made():
+    base = {"fingerprint": "f", "dim": 8, "max_length": 16}
+    with pytest.raises(ConfigError, match=r"^max_length must be an integer >= 4, got 3$"):
+        GraphSpec(**{**base, "max_length": 3})
+    with pytest.raises(ConfigError, match=r"^quantization must be None or 'int8', got 'int4'$"):
+        GraphSpec(**base, quantization="int4")
+    with pytest.raises(ConfigError, match="recheck belongs to an int8 graph, this one is None"):
+        GraphSpec(**base, recheck={"file": "x"})
+    spec = GraphSpec(**base, quantization="int8")
+    assert spec.replace(quantization=None).values() == {**spec.values(), "quantization": None}
 
 
 def test_length_batches_cover_every_row_once_under_the_budget():

@@ -43,7 +43,7 @@ from ..bundle.recheck import calibrate_margins
 from ..errors import BundleError, ConfigError, require
 from ..trunks import TransformerTrunk
 from ..trunks.base import file_sha256
-from ..trunks.onnxrt import EMBEDDING, OnnxTrunk
+from ..trunks.onnxrt import EMBEDDING, GraphSpec, OnnxTrunk
 
 __all__ = ["compose_heads", "export_bundle", "graph_file_name"]
 
@@ -324,19 +324,22 @@ def _export_into(
         return bundle.with_trunk(trunk.with_parts(new_parts))
 
     file, sha = named(graph)
-    common: dict[str, Any] = dict(
+    described = GraphSpec(
         name=source.name,
         fingerprint=source.fingerprint,
         dim=source.dim,
         max_length=source.max_length,
         source=source.spec(),
+        file=file,
+        sha256=sha,
+        quantization="int8" if int8 else None,
     )
-    exported = OnnxTrunk(
-        work, file=file, sha256=sha, quantization="int8" if int8 else None, **common
-    )
+    exported = OnnxTrunk(work, described)
     if int8 and calibration is not None:
         twin_file, twin_sha = named(full)
-        twin = OnnxTrunk(work, file=twin_file, sha256=twin_sha, **common)
+        twin = OnnxTrunk(
+            work, described.replace(file=twin_file, sha256=twin_sha, quantization=None)
+        )
         fused = bundle.fused_heads
         assert fused is not None  # the caller checked the bundle has heads
         quick = on(exported).predict_proba(calibration)
@@ -348,9 +351,7 @@ def _export_into(
             "quantile": quantile,
             "heads": {n: {"digest": digests[n], "margin": m} for n, m in margins.items()},
         }
-        exported = OnnxTrunk(
-            work, file=file, sha256=sha, quantization="int8", recheck=recheck, **common
-        )
+        exported = OnnxTrunk(work, described.replace(recheck=recheck))
     full.unlink(missing_ok=True)
     on(exported).save(work)
     (work / ".lock").unlink(missing_ok=True)

@@ -11,31 +11,28 @@ from __future__ import annotations
 import contextlib
 import numbers
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from .._settings import Rule, Settings
 from ..errors import ConfigError, DataError, require
 from .base import HeadBase
 from .kinds import PATH_SEP
 from .nn import LoopSettings, seeded, shuffled, task_loss, train_loop
 from .record import check_record
 
-__all__ = ["MLPHead", "mlp_head_from_record", "mlp_head_to_record"]
+__all__ = ["MLPHead", "MLPTraining", "mlp_head_from_record", "mlp_head_to_record"]
 
 _MIN_HOLDOUT = 5  # fewer internal validation rows than this: no internal hold-out
 _THREADED_STEP_MACS = 2**28  # smaller minibatch steps (batch * d * hidden) run on one thread
 _PARAM_NAMES = (
     "hidden",
     "dropout",
-    "lr",
-    "weight_decay",
-    "max_epochs",
-    "patience",
-    "batch_size",
     "validation_fraction",
     "class_weight",
     "calibrate",
@@ -50,6 +47,36 @@ def _is_int(value: object) -> bool:
 
 def _is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+_COUNT = Rule(lambda v: _is_int(v) and v >= 1, "an integer >= 1")
+
+
+@dataclass(frozen=True)
+class MLPTraining(Settings):
+    """How an MLP head's weights are trained, each setting checked when made.
+
+    ``lr``, ``weight_decay``: AdamW's learning rate (> 0) and decoupled weight decay
+    (>= 0; applied to the weight matrices, not to the biases). ``max_epochs``: at most
+    this many passes over the training rows. ``patience``: early stopping, after that
+    many epochs whose validation loss is no better than the best so far (the best
+    epoch's weights are kept). ``batch_size``: rows of a minibatch (the validation loss
+    is computed in one full batch).
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    max_epochs: int = 200
+    patience: int = 10
+    batch_size: int = 256
+
+    _constraints: ClassVar[Mapping[str, Rule]] = {
+        "max_epochs": _COUNT,
+        "patience": _COUNT,
+        "batch_size": _COUNT,
+        "lr": Rule(lambda v: _is_real(v) and 0 < v < np.inf, "a positive finite number"),
+        "weight_decay": Rule(lambda v: _is_real(v) and 0 <= v < np.inf, "a finite number >= 0"),
+    }
 
 
 @contextlib.contextmanager
@@ -86,16 +113,10 @@ class MLPHead(HeadBase):
         Width of the hidden layer (>= 1).
     dropout : float
         Dropout on the hidden layer during training, in [0, 1).
-    lr, weight_decay : float
-        AdamW learning rate (> 0) and decoupled weight decay (>= 0; applied to
-        the weight matrices, not to the biases).
-    max_epochs : int
-        Upper bound on passes over the training rows.
-    patience : int
-        Early stopping: stop after ``patience`` epochs whose validation loss is
-        no better than the best so far; the best epoch's weights are kept.
-    batch_size : int
-        Minibatch size (the validation loss is computed in one full batch).
+    training : MLPTraining or None
+        How the weights are trained: AdamW's ``lr`` and ``weight_decay``,
+        ``max_epochs``, early stopping's ``patience``, ``batch_size`` (None: each
+        at its default). A head's record keeps them among its other parameters.
     validation_fraction : float
         In [0, 1). Only used when :meth:`fit` gets no validation data (or none of
         its rows has a label seen in training): this fraction of the training
@@ -103,7 +124,7 @@ class MLPHead(HeadBase):
         at least one training row) is held out, not trained on, and used for
         early stopping and then for the temperature and thresholds. With 0, or
         when the hold-out would have fewer than 5 rows, nothing is held out:
-        the head trains ``max_epochs`` epochs, temperature 1, thresholds 0.5.
+        the head trains ``training.max_epochs`` epochs, temperature 1, thresholds 0.5.
     class_weight : None, "balanced" or dict
         As for LinearHead: weight classes inversely to their frequency
         (multilabel: each label's positives by neg/pos, clipped to [1, 100]).
@@ -141,11 +162,7 @@ class MLPHead(HeadBase):
         kind: str = "multiclass",
         hidden: int = 256,
         dropout: float = 0.2,
-        lr: float = 1e-3,
-        weight_decay: float = 1e-4,
-        max_epochs: int = 200,
-        patience: int = 10,
-        batch_size: int = 256,
+        training: MLPTraining | None = None,
         validation_fraction: float = 0.1,
         class_weight: str | dict[Any, float] | None = None,
         calibrate: bool = True,
@@ -153,30 +170,26 @@ class MLPHead(HeadBase):
         random_state: int | None = 0,
         path_sep: str = PATH_SEP,
     ) -> None:
-        self.kind, self.hidden, self.dropout, self.lr = kind, hidden, dropout, lr
+        self.kind, self.hidden, self.dropout, self.training = kind, hidden, dropout, training
         self.path_sep = path_sep
-        self.weight_decay, self.max_epochs, self.patience = weight_decay, max_epochs, patience
-        self.batch_size, self.validation_fraction = batch_size, validation_fraction
+        self.validation_fraction = validation_fraction
         self.class_weight, self.calibrate, self.thresholds = class_weight, calibrate, thresholds
         self.random_state = random_state
+
+    def _training_settings(self) -> MLPTraining:
+        """``training``, or the defaults when it is None."""
+        return MLPTraining() if self.training is None else self.training
 
     # -- parameters and targets ----------------------------------------------
 
     def check_params(self) -> None:
         """Refuse (:class:`ConfigError`, naming the setting) a setting out of its range."""
         self._check_common()
-        for name in ("hidden", "max_epochs", "patience", "batch_size"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        _COUNT.check("hidden", self.hidden)
+        if not (self.training is None or isinstance(self.training, MLPTraining)):
+            raise ConfigError(f"training must be None or an MLPTraining, got {self.training!r}")
         if not _is_real(self.dropout) or not 0 <= self.dropout < 1:
             raise ConfigError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        if not _is_real(self.lr) or not (0 < self.lr < np.inf):
-            raise ConfigError(f"lr must be a positive finite number, got {self.lr!r}")
-        if not _is_real(self.weight_decay) or not (0 <= self.weight_decay < np.inf):
-            raise ConfigError(
-                f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}"
-            )
         if not _is_real(self.validation_fraction) or not 0 <= self.validation_fraction < 1:
             raise ConfigError(
                 f"validation_fraction must be a number in [0, 1), got {self.validation_fraction!r}"
@@ -317,7 +330,8 @@ class MLPHead(HeadBase):
         scale = 1.0 / np.sqrt(spread) if spread > 0 and np.isfinite(spread) else 1.0
         Xv_s = None if Xv_t is None else (Xv_t - mu_t) * scale
 
-        hidden, batch = int(self.hidden), int(self.batch_size)
+        training = self._training_settings()
+        hidden, batch = int(self.hidden), int(training.batch_size)
         with seeded(seed) as generator, _torch_threads(torch, batch * d * hidden):
             first = torch.nn.Linear(d, hidden)
             second = torch.nn.Linear(hidden, n_out)
@@ -326,10 +340,10 @@ class MLPHead(HeadBase):
             )
             settings = LoopSettings(
                 name="MLP head training",
-                epochs=int(self.max_epochs),
-                lr=float(self.lr),
-                weight_decay=self.weight_decay,
-                patience=int(self.patience),
+                epochs=int(training.max_epochs),
+                lr=float(training.lr),
+                weight_decay=training.weight_decay,
+                patience=int(training.patience),
             )
             done = train_loop(
                 settings,
@@ -377,8 +391,10 @@ class MLPHead(HeadBase):
 def mlp_head_to_record(head: MLPHead) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The JSON-ready description of a fitted MLP head and its weight tensors."""
     check_is_fitted(head, "W1_")
-    params = head.get_params()
-    params.pop("kind", None)
+    flat = {**head.get_params(deep=False), **head._training_settings().values()}
+    flat.pop("kind", None)
+    flat.pop("training", None)
+    params = dict(sorted(flat.items()))
     record = {
         "type": "mlp",
         **head._record_fields(),
@@ -402,8 +418,13 @@ def mlp_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray])
     checked = check_record(record, tensors)
     kind, labels = checked.kind, checked.labels
     params = dict(record.get("params") or {})
-    head = MLPHead(kind=kind, **{k: v for k, v in params.items() if k in _PARAM_NAMES})
     try:
+        training = MLPTraining(**{k: v for k, v in params.items() if k in MLPTraining.names()})
+        head = MLPHead(
+            kind=kind,
+            training=training,
+            **{k: v for k, v in params.items() if k in _PARAM_NAMES},
+        )
         head.check_params()
     except ConfigError as exc:
         raise DataError(f"MLP head record has a bad parameter: {exc}") from exc

@@ -17,9 +17,9 @@ bundle whatever its size.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -245,10 +245,23 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
     return f"holds a {type(value).__name__}, not a JSON value"
 
 
-def _text(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return f"must be text, got {_type_name(value)}"
-    return unicode_problem(value)
+# a field's judge: the end of a sentence saying what is wrong with a value, None if nothing
+Judge: TypeAlias = Callable[[Any], "str | None"]
+
+
+def _of_type(kind: type, noun: str, then: Judge) -> Judge:
+    """The judge of a field that must be a ``kind`` (``noun`` in the message), its value
+    then judged by ``then``."""
+
+    def judge(value: Any) -> str | None:
+        if not isinstance(value, kind):
+            return f"must be {noun}, got {_type_name(value)}"
+        return then(value)
+
+    return judge
+
+
+_text = _of_type(str, "text", unicode_problem)
 
 
 def _optional_text(value: Any) -> str | None:
@@ -261,10 +274,7 @@ def _count(value: Any) -> str | None:
     return f"must be a count (an integer of 0 or more), got {_type_name(value)}"
 
 
-def _metrics(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return f"must be an object of the head's figures, got {_type_name(value)}"
-    return json_problem(value)
+_metrics = _of_type(dict, "an object of the head's figures", json_problem)
 
 
 def _type_name(value: Any) -> str:

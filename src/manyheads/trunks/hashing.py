@@ -14,7 +14,6 @@ on it cannot be used with a differently fitted one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,6 +47,8 @@ class HashingTrunk(IdfTrunk):
     """
 
     cacheable = False  # recomputing is cheaper than reading wide vectors back
+    _spec_version = _VERSION
+    _spec_fields = ("analyzer", "lowercase", "idf", "signed")
     type_name = "hashing"
 
     def __init__(
@@ -98,17 +99,6 @@ class HashingTrunk(IdfTrunk):
             found = [n for n, p in HASHING_PRESETS.items() if HashingTrunk(**p)._config() == mine]
             self._preset = found[0] if found else "hashing"
         return self._preset
-
-    def _config(self) -> dict[str, Any]:
-        return {
-            "version": _VERSION,
-            "dim": self._dim,
-            "ngram_range": list(self.ngram_range),
-            "analyzer": self.analyzer,
-            "lowercase": self.lowercase,
-            "idf": self.idf,
-            "signed": self.signed,
-        }
 
     def _bucket_rows(self, texts: list[str]) -> Iterable[np.ndarray]:
         for start in range(0, len(texts), self.batch_size):

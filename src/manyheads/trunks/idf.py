@@ -5,7 +5,7 @@ state and covered by its fingerprint."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,20 +18,31 @@ __all__ = ["IdfTrunk"]
 class IdfTrunk(TrunkBase):
     """A trunk of ``dim`` buckets that may weight them by ``log((1 + n) / (1 + df)) + 1``.
 
-    A subclass sets ``type_name`` (its spec type, named in messages), ``idf`` and
-    ``_dim``, and answers ``_config()`` and ``_bucket_rows(texts)`` (the buckets each
-    text has)."""
+    A subclass sets ``type_name`` (its spec type, named in messages), ``idf``, ``_dim``
+    and ``ngram_range``, names its spec's ``_spec_version`` and other settings
+    (``_spec_fields``, attributes of the same names), and answers
+    ``_bucket_rows(texts)`` (the buckets each text has)."""
 
     idf: bool
     idf_: np.ndarray | None = None
+    ngram_range: tuple[int, int]
     _hashed: str | None = None
+    _spec_version: ClassVar[int] = 1
+    _spec_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def spec_name(cls, options: dict[str, Any]) -> str | None:
         return cls.from_spec(options, None).name
 
     def _config(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The spec's settings: ``version``, ``dim``, ``ngram_range``, then
+        ``_spec_fields`` in order."""
+        return {
+            "version": self._spec_version,
+            "dim": self._dim,
+            "ngram_range": list(self.ngram_range),
+            **{name: getattr(self, name) for name in self._spec_fields},
+        }
 
     def _bucket_rows(self, texts: list[str]) -> Iterable[np.ndarray]:
         """For each batch of texts, the bucket of every (text, bucket) that occurs once."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -147,6 +146,8 @@ class NgramTrunk(IdfTrunk):
     """
 
     cacheable = False  # recomputing is cheaper than reading wide vectors back
+    _spec_version = _VERSION
+    _spec_fields = ("lowercase", "idf")
     type_name = "ngram"
 
     def __init__(
@@ -188,15 +189,6 @@ class NgramTrunk(IdfTrunk):
         if self._config() == default._config():
             return "ngram"
         return f"ngram(dim={self._dim},n={self.ngram_range[0]}-{self.ngram_range[1]})"
-
-    def _config(self) -> dict[str, Any]:
-        return {
-            "version": _VERSION,
-            "dim": self._dim,
-            "ngram_range": list(self.ngram_range),
-            "lowercase": self.lowercase,
-            "idf": self.idf,
-        }
 
     # -- the hashing, in batches on threads ----------------------------------------
 

@@ -35,6 +35,7 @@ import numpy as np
 from .._io import GRAPH_FILE
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
 from .base import Encoding, SpecFile, TrunkBase, check_texts, load_tokenizer_file
+from .graph_spec import RUN_SETTINGS, GraphSpec
 from .windows import WindowEncoding, token_windows, window_work
 
 EMBEDDING = "embedding"
@@ -128,42 +129,6 @@ def open_session(
         raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
 
 
-def check_recheck(recheck: Any, quantization: str | None) -> dict[str, Any] | None:
-    """``recheck`` of an ONNX trunk spec, checked (one-line refusals)."""
-    if recheck is None:
-        return None
-    where = "the ONNX trunk's recheck"
-    if quantization != "int8":
-        raise ConfigError(f"{where} belongs to an int8 graph, this one is {quantization}")
-    if not isinstance(recheck, dict) or set(recheck) != {"file", "sha256", "quantile", "heads"}:
-        raise ConfigError(
-            f"{where} must be an object with file, sha256, quantile and heads, got {recheck!r}"
-        )
-    for key in ("file", "sha256"):
-        if not isinstance(recheck[key], str) or not recheck[key]:
-            raise ConfigError(f"{where} {key} must be a non-empty string, got {recheck[key]!r}")
-    q = recheck["quantile"]
-    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
-        raise ConfigError(f"{where} quantile must be a number from 0 to 1, got {q!r}")
-    heads = recheck["heads"]
-    if not isinstance(heads, dict):
-        raise ConfigError(f"{where} heads must be an object, got {heads!r}")
-    for name, entry in heads.items():
-        margin = entry.get("margin") if isinstance(entry, dict) else None
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("digest"), str)
-            or isinstance(margin, bool)
-            or not isinstance(margin, int | float)
-            or not margin >= 0
-        ):
-            raise ConfigError(
-                f"{where} of head {name!r} must be {{digest: text, margin: a number >= 0}}, "
-                f"got {entry!r}"
-            )
-    return recheck
-
-
 def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
     """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
     ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
@@ -180,6 +145,20 @@ def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> li
         batches.append(order[start:stop])
         start = stop
     return batches
+
+
+class _Described:
+    """A read-only attribute of an :class:`OnnxTrunk`: the field ``field`` of the
+    :class:`~manyheads.trunks.graph_spec.GraphSpec` it runs (``described``)."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __get__(self, trunk: Any, owner: Any = None) -> Any:
+        return self if trunk is None else getattr(trunk.described, self.field)
+
+    def __set__(self, trunk: Any, value: Any) -> None:
+        raise AttributeError(f"an ONNX trunk's {self.field} is read from its GraphSpec")
 
 
 @dataclass(frozen=True)
@@ -199,18 +178,18 @@ class OnnxTrunk(TrunkBase):
     Parameters
     ----------
     folder : path
-        The exported bundle folder; ``file`` and ``tokenizer`` are relative to it.
-    fingerprint : str
-        Fingerprint of the trunk the graph was exported from: heads trained on
-        that trunk work on this one.
-    quantization : None or "int8"
-        An int8 graph gives slightly different vectors, so its embeddings are
-        cached apart from the original trunk's (``cache_key``).
-    recheck : dict, optional
-        An int8 graph's float32 twin and each head's margin (written by the
-        export): ``{"file", "sha256", "quantile", "heads": {name: {"digest",
-        "margin"}}}``. The bundle answers texts some head is unsure of again with
-        the float graph (:mod:`manyheads.bundle.recheck`); the trunk only keeps it.
+        The exported bundle folder; the graph's ``file`` and ``tokenizer`` are
+        relative to it.
+    described : GraphSpec
+        The graph as the spec describes it. Its ``fingerprint`` is the one of the
+        trunk the graph was exported from: heads trained on that trunk work on this
+        one. An int8 graph (``quantization``) gives slightly different vectors, so
+        its embeddings are cached apart from the original trunk's (``cache_key``).
+        Its ``recheck`` holds the int8 graph's float32 twin and each head's margin
+        (written by the export): ``{"file", "sha256", "quantile", "heads": {name:
+        {"digest", "margin"}}}``. The bundle answers texts some head is unsure of
+        again with the float graph (:mod:`manyheads.bundle.recheck`); the trunk
+        only keeps it.
     threads : int, optional
         onnxruntime intra-op threads (default: ``MANYHEADS_THREADS`` or the CPU count).
     batch_tokens, max_batch : int
@@ -232,7 +211,15 @@ class OnnxTrunk(TrunkBase):
     exported = True
     keeps_files = True
     hashed_files = (GRAPH_FILE,)
-    _not_settings = ("folder",)
+    _not_settings = ("folder", "described")
+
+    # the graph's settings, read from ``described``
+    file = _Described("file")
+    sha256 = _Described("sha256")
+    tokenizer_file = _Described("tokenizer")
+    max_length = _Described("max_length")
+    quantization = _Described("quantization")
+    recheck = _Described("recheck")
 
     @classmethod
     def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
@@ -259,41 +246,24 @@ class OnnxTrunk(TrunkBase):
     def from_spec(cls, options: dict[str, Any], base: Path | None) -> TrunkBase:
         if base is None:
             raise ManyheadsError("an ONNX trunk is loaded from its bundle folder (Bundle.load)")
-        return cls(base, **options)
+        run = {k: options.pop(k) for k in RUN_SETTINGS if k in options}
+        return cls(base, GraphSpec(**options), **run)
 
     def __init__(
         self,
         folder: str | Path,
+        described: GraphSpec,
         *,
-        fingerprint: str,
-        dim: int,
-        max_length: int,
-        name: str = "onnx",
-        file: str = "model.onnx",
-        tokenizer: str = "tokenizer.json",
-        sha256: str | None = None,
-        quantization: str | None = None,
-        source: dict[str, Any] | None = None,
-        recheck: dict[str, Any] | None = None,
         threads: int | None = None,
         batch_tokens: int = 1024,
         max_batch: int = 64,
     ) -> None:
         self.folder = Path(folder)
-        self._name = name
-        self.file = file
-        self.tokenizer_file = tokenizer
-        self._fingerprint = str(fingerprint)
-        self._dim = int(dim)
-        if not isinstance(max_length, int) or max_length < 4:
-            raise ConfigError(f"max_length must be an integer >= 4, got {max_length!r}")
-        self.max_length = max_length
-        self.sha256 = sha256
-        if quantization not in (None, "int8"):
-            raise ConfigError(f"quantization must be None or 'int8', got {quantization!r}")
-        self.quantization = quantization
-        self.source = dict(source or {})
-        self.recheck = check_recheck(recheck, quantization)
+        self.described = described
+        self._name = described.name
+        self._fingerprint = str(described.fingerprint)
+        self._dim = int(described.dim)
+        self.source = dict(described.source or {})
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ConfigError(f"threads must be a positive integer, got {threads!r}")
         self.threads = threads
@@ -308,6 +278,13 @@ class OnnxTrunk(TrunkBase):
         self._lock = threading.Lock()
         self._side = SideBySide("manyheads-onnx")  # the threads of spread "texts"
         self._precise: OnnxTrunk | None = None
+
+    @classmethod
+    def _init_parameters(cls) -> list[Any]:
+        """A spec's settings: the fields of :class:`GraphSpec` and how calls run."""
+        import inspect
+
+        return [*inspect.signature(GraphSpec).parameters.values(), *super()._init_parameters()]
 
     def _files(self) -> list[str]:
         """The files of this trunk in its folder: graph, tokenizer, the float twin."""
@@ -369,12 +346,12 @@ class OnnxTrunk(TrunkBase):
     def reload(self, file: str, sha256: str) -> None:
         """Switch to another graph file of this folder (opened now, swapped in one step;
         calls already running finish on the graph they started with)."""
-        old = (self.file, self.sha256)
-        self.file, self.sha256 = file, sha256
+        old = self.described
+        self.described = old.replace(file=file, sha256=sha256)
         try:
             graph = self._open(self.resolved_spread())
         except Exception:
-            self.file, self.sha256 = old
+            self.described = old
             raise
         with self._lock:
             self._graph = graph
@@ -418,14 +395,12 @@ class OnnxTrunk(TrunkBase):
         if twin is None:
             twin = OnnxTrunk(
                 self.folder,
-                fingerprint=self._fingerprint,
-                dim=self._dim,
-                max_length=self.max_length,
-                name=self._name,
-                file=self.recheck["file"],
-                tokenizer=self.tokenizer_file,
-                sha256=self.recheck["sha256"],
-                source=self.source,
+                self.described.replace(
+                    file=self.recheck["file"],
+                    sha256=self.recheck["sha256"],
+                    quantization=None,
+                    recheck=None,
+                ),
                 threads=self.threads,
                 batch_tokens=self.batch_tokens,
                 max_batch=self.max_batch,

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from manyheads import Bundle, HashingTrunk
-from manyheads.heads.mlp import MLPHead
+from manyheads.heads.mlp import MLPHead, MLPTraining
 
 PROBE = ["whiskers purr", "hammer wrench the leaves", "bark fetch a hammer", "", "unrelated words"]
 
@@ -41,7 +41,9 @@ def main(out: Path) -> None:
     X = bundle.embed(texts)
     for kind, y in labels.items():
         bundle.fit_head(f"{kind}_linear", texts, y, kind=kind, keep_data=False)
-        head = MLPHead(kind=kind, hidden=4, max_epochs=30, random_state=0).fit(X, y)
+        head = MLPHead(
+            kind=kind, hidden=4, training=MLPTraining(max_epochs=30), random_state=0
+        ).fit(X, y)
         bundle.add_head(f"{kind}_mlp", head, info={"trunk_fingerprint": bundle.trunk_fingerprint})
     bundle.save(out)
     answers = {s: bundle.predict(PROBE, scores=s) for s in ("all", "top", "none")}
