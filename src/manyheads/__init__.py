@@ -28,7 +28,7 @@ from .trunks import CompositeTrunk, TransformerTrunk, Trunk, load_trunk
 
 if TYPE_CHECKING:
     from .heads.linear import LinearHead
-    from .heads.mlp import MLPHead
+    from .heads.mlp import MLPHead, MLPTraining
     from .train import FinetuneSummary, HeadSummary
     from .trunks.hashing import HashingTrunk
 
@@ -41,6 +41,7 @@ __getattr__ = lazy_names(
         "FinetuneSummary": ".train",
         "LinearHead": ".heads.linear",
         "MLPHead": ".heads.mlp",
+        "MLPTraining": ".heads.mlp",
         "HashingTrunk": ".trunks.hashing",
     },
 )
@@ -65,6 +66,7 @@ __all__ = [
     "LabelSpec",
     "LinearHead",
     "MLPHead",
+    "MLPTraining",
     "ManyheadsError",
     "MissingDependencyError",
     "TransformerTrunk",

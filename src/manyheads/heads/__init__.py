@@ -17,7 +17,7 @@ from .kinds import HEAD_TYPES, KINDS, Kind, check_head_name, check_kind, check_l
 if TYPE_CHECKING:
     from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
     from .linear import LinearHead, head_from_record, head_to_record
-    from .mlp import MLPHead
+    from .mlp import MLPHead, MLPTraining
 
 AnyHead: TypeAlias = "LinearHead | MLPHead"
 
@@ -28,6 +28,8 @@ __all__ = [
     "FusedHeads",
     "Kind",
     "LinearHead",
+    "MLPHead",
+    "MLPTraining",
     "any_head_from_record",
     "any_head_to_record",
     "check_head_name",
@@ -48,6 +50,7 @@ __getattr__ = lazy_names(
         "head_from_record": ".linear",
         "head_to_record": ".linear",
         "MLPHead": ".mlp",
+        "MLPTraining": ".mlp",
         "fit_temperature": ".calibration",
         "tune_binary_threshold": ".calibration",
         "tune_thresholds": ".calibration",
