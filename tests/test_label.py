@@ -353,22 +353,78 @@ def ray_here():
     ray.shutdown()
 
 
+def test_the_ray_blocks_carry_each_rows_number_and_problem_without_ray():
+    pa = pytest.importorskip("pyarrow")
+    from manyheads.data.tables import Chunk
+    from manyheads.label.batch import ERROR_COLUMN, ROW_COLUMN, LabelBatch, chunk_block
+
+    rows = [{"id": 1, "text": "SELECT 1;"}, None, {"id": 3, "text": "caf\udce9"}]
+    rows.append({"id": 4, "text": "lone \ud800", "n": 1.5})
+    chunk = Chunk(rows, [2, 3, 5, 6], {1: "malformed JSON (x)", 2: "not valid UTF-8 (y)"})
+    block = chunk_block(chunk, "in.jsonl")
+    assert block.column_names == ["id", "text", "n", ROW_COLUMN, ERROR_COLUMN]
+    got = block.to_pylist()
+    assert [r[ROW_COLUMN] for r in got] == [2, 3, 5, 6]
+    assert got[1] == {"id": None, "text": None, "n": None, ROW_COLUMN: 3,
+                      ERROR_COLUMN: "malformed JSON (x)"}  # fmt: skip
+    assert got[2]["text"] == "caf\ufffd" and got[2][ERROR_COLUMN] == "not valid UTF-8 (y)"
+    assert got[3]["text"] == "lone \ufffd" and got[3][ERROR_COLUMN].startswith(
+        "holds a lone surrogate (U+D800) at character 5"
+    )
+    out = LabelBatch("content", heads=["kind"], output_format="csv")(block).to_pylist()
+    assert [r["kind"] is None for r in out] == [False, True, True, True]
+    assert [r[ERROR_COLUMN] for r in out][1:3] == ["malformed JSON (x)", "not valid UTF-8 (y)"]
+    assert list(out[0]) == ["id", "text", "n", "kind", "kind_score", ERROR_COLUMN, ROW_COLUMN]
+    mixed = Chunk([{"id": 1, "text": "a"}, {"id": "two", "text": "b"}], [1, 2], {})
+    with pytest.raises(DataError, match=r"cannot label in.jsonl on Ray: its rows 1 to 2 mix typ"):
+        chunk_block(mixed, "in.jsonl")
+    assert pa  # the blocks are pyarrow tables
+
+
+def test_the_blocks_of_one_file_are_given_one_schema():
+    pa = pytest.importorskip("pyarrow")
+    from manyheads.label.batch import conform, one_schema
+
+    a = pa.table({"id": [1], "n": pa.array([None], pa.null()), "kind": ["code"]})
+    b = pa.table({"id": [2], "n": [1.5], "extra": ["x"], "kind": ["prose"]})
+    schema = one_schema([a.schema, b.schema], ["kind"], "in.jsonl")
+    assert schema.names == ["id", "n", "extra", "kind"]
+    assert conform(a, schema).to_pylist() == [{"id": 1, "n": None, "extra": None, "kind": "code"}]
+    assert one_schema([a.schema], [], "x").field("n").type == pa.string()  # null: text
+    c = pa.table({"id": ["three"]})
+    with pytest.raises(DataError, match=r"cannot label in.jsonl on Ray: its rows mix types one"):
+        one_schema([a.schema, c.schema], [], "in.jsonl")
+
+
 @pytest.mark.heavy
 def test_ray_labels_the_same_rows_as_the_local_engine(tmp_path, ray_here):
+    from manyheads.label.formats import writable
     from manyheads.label.ray_engine import label_with_ray
 
-    source = _write_jsonl(tmp_path / "in.jsonl", [*_rows(50), {"id": 50, "text": ""}])
+    source = tmp_path / "in.jsonl"
+    with open(source, "wb") as fh:
+        for i, row in enumerate(_rows(50)):
+            fh.write(json.dumps(row).encode() + b"\n")
+            if i == 20:
+                fh.write(b'{"id": 100, "text": "bad \xff\xf0 byte"}\n')
+            if i == 30:
+                fh.write(b'{"id": 101, "text": \n')
+        fh.write(b'{"id": 102, "text": ""}\n')
     label_file(source, "content", tmp_path / "local.jsonl", id_field="id")
     summary = label_with_ray(source, "content", tmp_path / "ray.jsonl", id_field="id", workers=1)
-    assert (summary.rows, summary.bad_rows) == (51, 1)
+    assert (summary.rows, summary.bad_rows) == (53, 3)
     written = sorted((tmp_path / "ray.jsonl" / "in.jsonl").glob("*.jsonl"))
     got = [row for path in written for row in _read_jsonl(path)]
-    want = _read_jsonl(tmp_path / "local.jsonl")
-    want[50] = {"id": 50, "text": "", "n": None, **want[50]}  # Arrow: a column in every row
-    assert sorted(got, key=lambda r: r["id"]) == want
-    assert _read_jsonl(tmp_path / "ray.jsonl" / "errors.jsonl") == [
-        {"file": "in.jsonl", "id": 50, "reason": "field 'text' is empty"}
-    ]
+    # Arrow: every field in every row (null where a row lacks it), and UTF-8 only
+    fields = {"id": None, "text": None, "n": None}
+    want = [fields | writable(row) for row in _read_jsonl(tmp_path / "local.jsonl")]
+    assert sorted(got, key=str) == sorted(want, key=str)
+    assert [r["text"] for r in got if r["id"] == 100] == ["bad \ufffd\ufffd byte"]
+    errors = _read_jsonl(tmp_path / "ray.jsonl" / "errors.jsonl")
+    assert errors == _read_jsonl(tmp_path / "local.jsonl.errors.jsonl")
+    assert [(e["row"], e["id"], e["reason"][:15]) for e in errors] == [
+        (22, 100, "not valid UTF-8"), (33, None, "malformed JSON "), (53, 102, "field 'text' is"),
+    ]  # fmt: skip
     assert os.path.isfile(tmp_path / "ray.jsonl" / ".done-in.jsonl")
 
 
@@ -393,9 +449,10 @@ def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
     summary = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
     assert (summary.rows, summary.parts, summary.resumed_parts) == (12, 2, 0)
     assert summary.output == out
-    for name, want in (("a.jsonl.gz", rows[:7]), ("b.csv", rows[7:])):
+    csv_ids = [str(r["id"]) for r in rows[7:]]  # CSV cells are text, as the local engine's
+    for name, ids in (("a.jsonl.gz", [r["id"] for r in rows[:7]]), ("b.csv", csv_ids)):
         table = pq.read_table(tmp_path / "out.parquet" / name)
-        assert table.column("id").to_pylist() == [r["id"] for r in want]
+        assert table.column("id").to_pylist() == ids
         assert table.schema.field("kind").type == "string"
         assert table.schema.field("kind_score").type == "float"
     again = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
