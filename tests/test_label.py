@@ -467,6 +467,27 @@ def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
 
 
 @pytest.mark.heavy
+def test_ray_a_file_that_breaks_off_or_mixes_types_is_one_line(tmp_path, ray_here):
+    import gzip
+
+    from manyheads.label.ray_engine import label_with_ray
+
+    cut = tmp_path / "cut.jsonl.gz"
+    whole = gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in _rows(20000)))
+    cut.write_bytes(whole[: len(whole) // 2])  # its start reads, its end is missing
+    with pytest.raises(
+        DataError, match=r"cannot read .*cut.jsonl.gz: broken after line \d+ \("
+    ) as e:
+        label_with_ray(cut, "content", tmp_path / "a.jsonl", workers=1)
+    assert "\n" not in str(e.value)
+    mixed = _write_jsonl(
+        tmp_path / "mixed.jsonl", [{"id": 1, "text": "a"}, {"id": "b", "text": "b"}]
+    )
+    with pytest.raises(DataError, match=r"cannot label .*mixed.jsonl on Ray: its rows 1 to 2 mix"):
+        label_with_ray(mixed, "content", tmp_path / "b.jsonl", workers=1)
+
+
+@pytest.mark.heavy
 def test_ray_refuses_an_unknown_scheme_and_a_folder_of_something_else(tmp_path, ray_here):
     from manyheads.label.ray_engine import label_with_ray
 
