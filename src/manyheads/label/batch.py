@@ -32,20 +32,46 @@ def chunk_block(chunk: Chunk, name: str, text_field: str = "text") -> Any:
     UTF-8, or ``\\udXXX`` escapes in its JSON) become U+FFFD, and a row whose text
     (``text_field``) held one is given the reason the labeller gives it."""
     pa = require("pyarrow", "ray")
+    try:  # a row of no problem seldom holds a lone surrogate: cleaned only when one does
+        records, problems = _cleaned(chunk, text_field, every=False)
+        table = _table(records, chunk, name)
+    except UnicodeEncodeError:
+        records, problems = _cleaned(chunk, text_field, every=True)
+        table = _table(records, chunk, name)
+    if table.num_columns == 0:  # no row with a field: a table of no columns has no rows
+        table = pa.table({ROW_COLUMN: pa.array(chunk.numbers, pa.int64())})
+    else:
+        table = table.append_column(ROW_COLUMN, pa.array(chunk.numbers, pa.int64()))
+    return table.append_column(ERROR_COLUMN, pa.array(problems, pa.string()))
+
+
+def _cleaned(
+    chunk: Chunk, text_field: str, every: bool
+) -> tuple[list[dict[str, Any]], list[str | None]]:
+    """The rows of ``chunk`` as dicts, those with a problem (``every``: all) with their
+    lone surrogates made U+FFFD, and each row's problem (a text that held one: the
+    reason the labeller gives it)."""
     records: list[dict[str, Any]] = []
     problems: list[str | None] = []
     for i, row in enumerate(chunk.rows):
         record = row if isinstance(row, dict) else {}
         problem = chunk.problems.get(i)
-        clean = writable(record)
-        if problem is None and clean != record:
+        clean = writable(record) if every or problem is not None else record
+        if problem is None and clean is not record and clean != record:
             text = record.get(text_field)
             problem = unicode_problem(text) if isinstance(text, str) else None
         records.append(clean)
         problems.append(problem)
-    names = dict.fromkeys(k for r in records for k in r)  # every row's, in order seen
+    return records, problems
+
+
+def _table(records: list[dict[str, Any]], chunk: Chunk, name: str) -> Any:
+    """``records`` as a pyarrow table, a column for every row's fields (in the order
+    first seen); rows that no one type per column holds refused in one line."""
+    pa = require("pyarrow", "ray")
+    names = dict.fromkeys(k for r in records for k in r)
     try:
-        table = pa.table({k: [r.get(k) for r in records] for k in names})
+        return pa.table({k: [r.get(k) for r in records] for k in names})
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         first, last = chunk.numbers[0], chunk.numbers[-1]
         raise DataError(
@@ -53,11 +79,6 @@ def chunk_block(chunk: Chunk, name: str, text_field: str = "text") -> Any:
             f"column cannot hold ({' '.join(str(exc).split())[:200]}); label it with the "
             "local engine"
         ) from None
-    if table.num_columns == 0:  # no row with a field: a table of no columns has no rows
-        table = pa.table({ROW_COLUMN: pa.array(chunk.numbers, pa.int64())})
-    else:
-        table = table.append_column(ROW_COLUMN, pa.array(chunk.numbers, pa.int64()))
-    return table.append_column(ERROR_COLUMN, pa.array(problems, pa.string()))
 
 
 def one_schema(schemas: list[Any], last: list[str], name: str) -> Any:
