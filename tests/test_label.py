@@ -353,63 +353,16 @@ def ray_here():
     ray.shutdown()
 
 
-def test_the_ray_blocks_carry_each_rows_number_and_problem_without_ray():
-    pa = pytest.importorskip("pyarrow")
-    from manyheads.data.tables import Chunk
-    from manyheads.label.batch import ERROR_COLUMN, ROW_COLUMN, LabelBatch, chunk_block
-
-    rows = [{"id": 1, "text": "SELECT 1;"}, None, {"id": 3, "text": "caf\udce9"}]
-    rows.append({"id": 4, "text": "lone \ud800", "n": 1.5})
-    chunk = Chunk(rows, [2, 3, 5, 6], {1: "malformed JSON (x)", 2: "not valid UTF-8 (y)"})
-    block = chunk_block(chunk, "in.jsonl")
-    assert block.column_names == ["id", "text", "n", ROW_COLUMN, ERROR_COLUMN]
-    got = block.to_pylist()
-    assert [r[ROW_COLUMN] for r in got] == [2, 3, 5, 6]
-    assert got[1] == {"id": None, "text": None, "n": None, ROW_COLUMN: 3,
-                      ERROR_COLUMN: "malformed JSON (x)"}  # fmt: skip
-    assert got[2]["text"] == "caf\ufffd" and got[2][ERROR_COLUMN] == "not valid UTF-8 (y)"
-    assert got[3]["text"] == "lone \ufffd" and got[3][ERROR_COLUMN].startswith(
-        "holds a lone surrogate (U+D800) at character 5"
-    )
-    out = LabelBatch("content", heads=["kind"], output_format="csv")(block).to_pylist()
-    assert [r["kind"] is None for r in out] == [False, True, True, True]
-    assert [r[ERROR_COLUMN] for r in out][1:3] == ["malformed JSON (x)", "not valid UTF-8 (y)"]
-    assert list(out[0]) == ["id", "text", "n", "kind", "kind_score", ERROR_COLUMN, ROW_COLUMN]
-    mixed = Chunk([{"id": 1, "text": "a"}, {"id": "two", "text": "b"}], [1, 2], {})
-    with pytest.raises(DataError, match=r"cannot label in.jsonl on Ray: its rows 1 to 2 mix typ"):
-        chunk_block(mixed, "in.jsonl")
-    assert pa  # the blocks are pyarrow tables
-
-
-def test_the_blocks_of_one_file_are_given_one_schema():
-    pa = pytest.importorskip("pyarrow")
-    from manyheads.label.batch import conform, one_schema
-
-    a = pa.table({"id": [1], "n": pa.array([None], pa.null()), "kind": ["code"]})
-    b = pa.table({"id": [2], "n": [1.5], "extra": ["x"], "kind": ["prose"]})
-    schema = one_schema([a.schema, b.schema], ["kind"], "in.jsonl")
-    assert schema.names == ["id", "n", "extra", "kind"]
-    assert conform(a, schema).to_pylist() == [{"id": 1, "n": None, "extra": None, "kind": "code"}]
-    assert one_schema([a.schema], [], "x").field("n").type == pa.string()  # null: text
-    c = pa.table({"id": ["three"]})
-    with pytest.raises(DataError, match=r"cannot label in.jsonl on Ray: its rows mix types one"):
-        one_schema([a.schema, c.schema], [], "in.jsonl")
-
-
 @pytest.mark.heavy
 def test_ray_labels_the_same_rows_as_the_local_engine(tmp_path, ray_here):
     from manyheads.label.formats import writable
     from manyheads.label.ray_engine import label_with_ray
 
+    lines = [json.dumps(row).encode() for row in _rows(50)]
+    lines[21:21] = [b'{"id": 100, "text": "bad \xff\xf0 byte"}']  # line 22
+    lines[32:32] = [b'{"id": 101, "text": ']  # line 33
     source = tmp_path / "in.jsonl"
-    with open(source, "wb") as fh:
-        for i, row in enumerate(_rows(50)):
-            fh.write(json.dumps(row).encode() + b"\n")
-            if i == 20:
-                fh.write(b'{"id": 100, "text": "bad \xff\xf0 byte"}\n')
-            if i == 30:
-                fh.write(b'{"id": 101, "text": \n')
-        fh.write(b'{"id": 102, "text": ""}\n')
+    source.write_bytes(b"\n".join([*lines, b'{"id": 102, "text": ""}']) + b"\n")
     label_file(source, "content", tmp_path / "local.jsonl", id_field="id")
     summary = label_with_ray(source, "content", tmp_path / "ray.jsonl", id_field="id", workers=1)
     assert (summary.rows, summary.bad_rows) == (53, 3)

@@ -190,9 +190,9 @@ def _check(place: _Place, fmt: str) -> None:
 
 def _blocks(place: _Place, fmt: str, text_field: str) -> Any:
     """The blocks of one input file (:func:`~manyheads.label.batch.chunk_block`), read
-    with :func:`~manyheads.data.tables.read_chunks_from`, all of one schema (Ray joins
-    a task's blocks as the first one's schema has them): the file is held whole, as
-    Ray Data's own readers hold it."""
+    with :func:`~manyheads.data.tables.read_chunks_from`, all of one schema (every
+    column in every block, of one type), so the output's files agree: the file's rows
+    are held whole, as Ray Data's own readers hold them."""
     with place.open() as fh:
         blocks = [
             chunk_block(chunk, place.shown, text_field)
