@@ -355,20 +355,29 @@ def ray_here():
 
 @pytest.mark.heavy
 def test_ray_labels_the_same_rows_as_the_local_engine(tmp_path, ray_here):
+    from manyheads.label.formats import writable
     from manyheads.label.ray_engine import label_with_ray
 
-    source = _write_jsonl(tmp_path / "in.jsonl", [*_rows(50), {"id": 50, "text": ""}])
+    lines = [json.dumps(row).encode() for row in _rows(50)]
+    lines[21:21] = [b'{"id": 100, "text": "bad \xff\xf0 byte"}']  # line 22
+    lines[32:32] = [b'{"id": 101, "text": ']  # line 33
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join([*lines, b'{"id": 102, "text": ""}']) + b"\n")
     label_file(source, "content", tmp_path / "local.jsonl", id_field="id")
     summary = label_with_ray(source, "content", tmp_path / "ray.jsonl", id_field="id", workers=1)
-    assert (summary.rows, summary.bad_rows) == (51, 1)
+    assert (summary.rows, summary.bad_rows) == (53, 3)
     written = sorted((tmp_path / "ray.jsonl" / "in.jsonl").glob("*.jsonl"))
     got = [row for path in written for row in _read_jsonl(path)]
-    want = _read_jsonl(tmp_path / "local.jsonl")
-    want[50] = {"id": 50, "text": "", "n": None, **want[50]}  # Arrow: a column in every row
-    assert sorted(got, key=lambda r: r["id"]) == want
-    assert _read_jsonl(tmp_path / "ray.jsonl" / "errors.jsonl") == [
-        {"file": "in.jsonl", "id": 50, "reason": "field 'text' is empty"}
-    ]
+    # Arrow: every field in every row (null where a row lacks it), and UTF-8 only
+    fields = {"id": None, "text": None, "n": None}
+    want = [fields | writable(row) for row in _read_jsonl(tmp_path / "local.jsonl")]
+    assert sorted(got, key=str) == sorted(want, key=str)
+    assert [r["text"] for r in got if r["id"] == 100] == ["bad \ufffd\ufffd byte"]
+    errors = _read_jsonl(tmp_path / "ray.jsonl" / "errors.jsonl")
+    assert errors == _read_jsonl(tmp_path / "local.jsonl.errors.jsonl")
+    assert [(e["row"], e["id"], e["reason"][:15]) for e in errors] == [
+        (22, 100, "not valid UTF-8"), (33, None, "malformed JSON "), (53, 102, "field 'text' is"),
+    ]  # fmt: skip
     assert os.path.isfile(tmp_path / "ray.jsonl" / ".done-in.jsonl")
 
 
@@ -393,9 +402,10 @@ def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
     summary = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
     assert (summary.rows, summary.parts, summary.resumed_parts) == (12, 2, 0)
     assert summary.output == out
-    for name, want in (("a.jsonl.gz", rows[:7]), ("b.csv", rows[7:])):
+    csv_ids = [str(r["id"]) for r in rows[7:]]  # CSV cells are text, as the local engine's
+    for name, ids in (("a.jsonl.gz", [r["id"] for r in rows[:7]]), ("b.csv", csv_ids)):
         table = pq.read_table(tmp_path / "out.parquet" / name)
-        assert table.column("id").to_pylist() == [r["id"] for r in want]
+        assert table.column("id").to_pylist() == ids
         assert table.schema.field("kind").type == "string"
         assert table.schema.field("kind_score").type == "float"
     again = label_with_ray(f"file://{folder}", "content", out, heads=["kind"])
@@ -407,6 +417,27 @@ def test_ray_reads_and_writes_uris_and_skips_the_files_done(tmp_path, ray_here):
         label_with_ray(f"file://{tmp_path}/empty", "content", out)
     with pytest.raises(DataError, match="no such file or folder: file://"):
         label_with_ray(f"file://{tmp_path}/nothing.jsonl", "content", out)
+
+
+@pytest.mark.heavy
+def test_ray_a_file_that_breaks_off_or_mixes_types_is_one_line(tmp_path, ray_here):
+    import gzip
+
+    from manyheads.label.ray_engine import label_with_ray
+
+    cut = tmp_path / "cut.jsonl.gz"
+    whole = gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in _rows(20000)))
+    cut.write_bytes(whole[: len(whole) // 2])  # its start reads, its end is missing
+    with pytest.raises(
+        DataError, match=r"cannot read .*cut.jsonl.gz: broken after line \d+ \("
+    ) as e:
+        label_with_ray(cut, "content", tmp_path / "a.jsonl", workers=1)
+    assert "\n" not in str(e.value)
+    mixed = _write_jsonl(
+        tmp_path / "mixed.jsonl", [{"id": 1, "text": "a"}, {"id": "b", "text": "b"}]
+    )
+    with pytest.raises(DataError, match=r"cannot label .*mixed.jsonl on Ray: its rows 1 to 2 mix"):
+        label_with_ray(mixed, "content", tmp_path / "b.jsonl", workers=1)
 
 
 @pytest.mark.heavy

@@ -21,9 +21,11 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import io
 import json
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
@@ -36,10 +38,12 @@ __all__ = [
     "Chunk",
     "Row",
     "check_file",
+    "check_stream",
     "format_of",
     "input_files",
     "no_input",
     "read_chunks",
+    "read_chunks_from",
     "read_lines",
     "read_rows",
     "readable",
@@ -128,45 +132,56 @@ def where(path: str | Path, fmt: str, number: int) -> str:
 
 def check_file(path: Path, fmt: str) -> None:
     """Refuse, in one line naming it, a file that cannot be read as ``fmt`` whatever its
-    rows hold: a ``.gz`` that is not gzip (or a gzip file not named ``.gz``), a text
-    format holding NUL bytes (a binary file) or Parquet's magic, a Parquet file without
-    its magic or footer."""
-    gz = path.name.lower().endswith(".gz")
+    rows hold (:func:`check_stream`)."""
     try:
         with open(path, "rb") as fh:
-            start = fh.read(SNIFF_BYTES)
+            check_stream(fh, fmt, path)
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def check_stream(fh: IO[bytes], fmt: str, name: str | Path) -> None:
+    """Refuse, in one line naming it (``name``), an input (``fh``: seekable, at its start;
+    left there) that cannot be read as ``fmt`` whatever its rows hold: a ``.gz`` that is
+    not gzip (or a gzip file not named ``.gz``), a text format holding NUL bytes (a
+    binary file) or Parquet's magic, a Parquet file without its magic or footer."""
+    base = Path(str(name)).name
+    gz = base.lower().endswith(".gz")
+    start = fh.read(SNIFF_BYTES)
+    fh.seek(0)
     if fmt == "parquet":
-        _check_parquet(path, start)
+        _check_parquet(fh, name, start)
         return
     if gz and start and not start.startswith(_GZIP_MAGIC):
-        raise DataError(f"cannot read {path}: its name ends in .gz but it is not gzip-compressed")
+        raise DataError(f"cannot read {name}: its name ends in .gz but it is not gzip-compressed")
     if not gz and start.startswith(_GZIP_MAGIC):
-        raise DataError(f"cannot read {path}: it is gzip-compressed; name it {path.name}.gz")
+        raise DataError(f"cannot read {name}: it is gzip-compressed; name it {base}.gz")
     if gz:
         try:
-            with gzip.open(path, "rb") as fh:
-                start = fh.read(SNIFF_BYTES)
+            start = gzip.GzipFile(fileobj=fh, mode="rb").read(SNIFF_BYTES)
         except (OSError, EOFError, zlib.error) as exc:
-            raise DataError(f"cannot read {path}: broken gzip ({exc})") from None
+            raise DataError(f"cannot read {name}: broken gzip ({exc})") from None
+        finally:
+            fh.seek(0)
     if start.startswith(_PARQUET_MAGIC):
-        raise DataError(f"cannot read {path}: it is a Parquet file; name it .parquet")
+        raise DataError(f"cannot read {name}: it is a Parquet file; name it .parquet")
     if b"\x00" in start:
         raise DataError(
-            f"cannot read {path}: it holds NUL bytes, so it is not "
+            f"cannot read {name}: it holds NUL bytes, so it is not "
             f"{'plain' if fmt == 'text' else fmt.upper()} text (a binary file?)"
         )
 
 
-def _check_parquet(path: Path, start: bytes) -> None:
+def _check_parquet(fh: IO[bytes], name: str | Path, start: bytes) -> None:
     if not start.startswith(_PARQUET_MAGIC):
-        raise DataError(f"cannot read {path}: not a Parquet file (it does not start with PAR1)")
+        raise DataError(f"cannot read {name}: not a Parquet file (it does not start with PAR1)")
     pq = require("pyarrow.parquet", "parquet")
     try:
-        pq.ParquetFile(path)
+        pq.ParquetFile(fh)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise DataError(f"cannot read {path}: not a Parquet file ({_one_line(exc)})") from None
+        raise DataError(f"cannot read {name}: not a Parquet file ({_one_line(exc)})") from None
+    finally:
+        fh.seek(0)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -196,7 +211,7 @@ class _Lines:
         self.count = 0
 
     def __iter__(self) -> Iterator[bytes]:
-        for line in self._fh:
+        for line in _split_lines(self._fh):
             self._hash.update(line)
             self.count += 1
             yield line
@@ -204,6 +219,22 @@ class _Lines:
     def take_digest(self) -> str:
         digest, self._hash = self._hash.hexdigest(), hashlib.sha256()
         return digest
+
+
+def _split_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``fh``, each with its ``\\n``: a Python file's own, else (a pyarrow
+    file, which reads no lines) split here."""
+    if isinstance(fh, io.BufferedReader | io.BytesIO | gzip.GzipFile):
+        yield from fh
+        return
+    rest = b""
+    while block := fh.read(1 << 20):
+        lines = (rest + block).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 def _bad_byte(text: str) -> str | None:
@@ -280,19 +311,20 @@ def _delimited(lines: _Lines, delimiter: str) -> Iterator[Row]:
         yield Row(start, record, problem)
 
 
-def _open_lines(path: Path) -> IO[bytes]:
-    if path.name.lower().endswith(".gz"):
-        return cast(IO[bytes], gzip.open(path, "rb"))
-    return open(path, "rb")
+def _unpacked(fh: IO[bytes], name: str | Path) -> AbstractContextManager[IO[bytes]]:
+    """``fh`` read through gzip when ``name`` ends in ``.gz`` (leaving ``fh`` open)."""
+    if Path(str(name)).name.lower().endswith(".gz"):
+        return cast(IO[bytes], gzip.GzipFile(fileobj=fh, mode="rb"))
+    return nullcontext(fh)
 
 
-def _text_rows(path: Path, fmt: str, lines: _Lines) -> Iterator[Row]:
+def _text_rows(fmt: str, lines: _Lines) -> Iterator[Row]:
     if fmt == "jsonl":
         return _jsonl(lines)
     return _delimited(lines, DELIMITERS[fmt])
 
 
-def _located(path: Path, rows: Iterator[Any], lines: _Lines | None = None) -> Iterator[Any]:
+def _located(path: str | Path, rows: Iterator[Any], lines: _Lines | None = None) -> Iterator[Any]:
     """``rows``, with a file that breaks off while being read refused in one line."""
     try:
         yield from rows
@@ -333,14 +365,34 @@ def read_chunks(
     first bytes are checked (:func:`check_file`) before its first row."""
     path = Path(path)
     fmt = format_of(path, fmt)
-    check_file(path, fmt)
+    try:
+        with open(path, "rb") as fh:
+            yield from read_chunks_from(fh, fmt, path, size, columns=columns)
+    except OSError as exc:  # opening it, or its first bytes (a row's is said by its line)
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def read_chunks_from(
+    fh: IO[bytes],
+    fmt: str,
+    name: str | Path,
+    size: int,
+    *,
+    columns: Sequence[str] | None = None,
+) -> Iterator[Chunk]:
+    """The rows of the input open as ``fh`` (seekable, at its start: a file, or a pyarrow
+    file system's input file), of format ``fmt``, named ``name`` in messages (a name
+    ending in ``.gz`` is read through gzip), in chunks of ``size`` (see
+    :func:`read_rows`); its first bytes are checked (:func:`check_stream`) before its
+    first row."""
+    check_stream(fh, fmt, name)
     if fmt == "parquet":
-        yield from _parquet_chunks(path, size, columns)
+        yield from _parquet_chunks(fh, name, size, columns)
         return
-    with _open_lines(path) as fh:
-        lines = _Lines(fh)
+    with _unpacked(fh, name) as text:
+        lines = _Lines(text)
         chunk = Chunk([], [], {})
-        for row in _located(path, _text_rows(path, fmt, lines), lines):
+        for row in _located(name, _text_rows(fmt, lines), lines):
             if row.problem:
                 chunk.problems[len(chunk.rows)] = row.problem
             chunk.rows.append(row.record)
@@ -354,10 +406,12 @@ def read_chunks(
             yield chunk
 
 
-def _parquet_chunks(path: Path, size: int, columns: Sequence[str] | None) -> Iterator[Chunk]:
+def _parquet_chunks(
+    fh: IO[bytes], path: str | Path, size: int, columns: Sequence[str] | None
+) -> Iterator[Chunk]:
     pq = require("pyarrow.parquet", "parquet")
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(fh)
         wanted = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
         batches = pf.iter_batches(batch_size=size, columns=wanted)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
@@ -408,7 +462,7 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str, str | None]]:
     its line break taken off; ``problem``: why the line is not valid UTF-8, or None."""
     path = Path(path)
     check_file(path, "text")
-    with _open_lines(path) as fh:
+    with open(path, "rb") as file, _unpacked(file, path) as fh:
         lines = _Lines(fh)
 
         def numbered() -> Iterator[tuple[int, str, str | None]]:

@@ -1,11 +1,17 @@
 """The labelling job on Ray Data: on this machine or on a cluster (``address``).
 
-Each input file is read by Ray Data (``read_json`` / ``read_csv`` / ``read_parquet``),
-answered by :class:`~manyheads.label.batch.LabelBatch` actors (``map_batches`` with an
-``ActorPoolStrategy``: each actor loads the bundle once), and written by Ray Data in
-the output format, with the same columns as the local engine, into
-``OUTPUT/<input file>/`` (Ray writes a folder of files per dataset). The bad rows
-(their file, id and reason) go to ``OUTPUT/errors.jsonl``. A file whose output is done
+Each input file is read by one Ray read task with the project's one reader of tables
+(:func:`~manyheads.data.tables.read_chunks_from`, the file opened through its pyarrow
+file system), the same rows, row numbers and bad rows as the local engine, as blocks
+(:func:`~manyheads.label.batch.chunk_block`: each row's fields, its number and its
+problem; CSV cells are text); answered by :class:`~manyheads.label.batch.LabelBatch`
+actors (``map_batches`` with an ``ActorPoolStrategy``: each actor loads the bundle
+once), and written by Ray Data in the output format, with the same columns as the
+local engine, into ``OUTPUT/<input file>/`` (Ray writes a folder of files per
+dataset). The bad rows (their file, row number, id and reason, as the local engine
+gives them) go to ``OUTPUT/errors.jsonl``. Arrow holds every row's fields in every
+row (a field a row lacks is null) and only valid UTF-8 (a row's bytes that were not
+UTF-8 are written as U+FFFD). A file whose output is done
 is marked so (``OUTPUT/.done-<name>``): a run interrupted and started again with the
 same command skips the files that are done; a run with another bundle, heads, input
 or options is refused (``restart`` starts over).
@@ -27,9 +33,24 @@ from pathlib import Path
 from typing import Any
 
 from ..bundle import Bundle, bundle_folder
-from ..data.tables import format_of, no_input, readable, suffix_format
-from ..errors import ConfigError, DataError, require
-from .batch import ERROR_COLUMN, LINE_COLUMN, LabelBatch
+from ..data.tables import (
+    check_stream,
+    format_of,
+    no_input,
+    read_chunks_from,
+    readable,
+    suffix_format,
+)
+from ..errors import ConfigError, DataError, ManyheadsError, require
+from .batch import (
+    ERROR_COLUMN,
+    LINE_COLUMN,
+    ROW_COLUMN,
+    LabelBatch,
+    chunk_block,
+    conform,
+    one_schema,
+)
 from .job import HEAD_BYTES, JOB_FILE, LabelSummary, fingerprint, job_record, start_job
 from .rows import Labeller, LabelSettings  # checks every option before Ray starts
 
@@ -71,6 +92,13 @@ class _Place:
 
     def is_file(self) -> bool:
         return bool(self.info().type == require("pyarrow.fs", "ray").FileType.File)
+
+    def open(self) -> Any:
+        """The file, open for reading (seekable, as it is stored: no decompressing)."""
+        try:
+            return self.fs.open_input_file(self.path)
+        except OSError as exc:
+            raise DataError(f"cannot read {self.shown}: {_one_line(exc)}") from None
 
     def read(self) -> bytes:
         with self.fs.open_input_stream(self.path, compression=None) as fh:
@@ -151,18 +179,57 @@ class _RayJob:
         self.output.child(JOB_FILE).write(record)
 
 
-def _read(ray: Any, place: _Place, fmt: str) -> Any:
-    where = {"paths": place.path, "filesystem": place.fs, "file_extensions": None}
-    if fmt == "jsonl":  # pyarrow's JSON reader reads JSON lines (gzipped too)
-        return ray.data.read_json(**where)
-    if fmt in ("csv", "tsv"):
-        options = None
-        if fmt == "tsv":
-            import pyarrow.csv as pacsv
+BLOCK_ROWS = 4096  # the rows of a block a read task yields
 
-            options = pacsv.ParseOptions(delimiter="\t")
-        return ray.data.read_csv(**where, parse_options=options)
-    return ray.data.read_parquet(**where)
+
+def _check(place: _Place, fmt: str) -> None:
+    """Refuse, before anything is started, a file no row of which can be read."""
+    with place.open() as fh:
+        check_stream(fh, fmt, place.shown)
+
+
+def _blocks(place: _Place, fmt: str, text_field: str) -> Any:
+    """The blocks of one input file (:func:`~manyheads.label.batch.chunk_block`), read
+    with :func:`~manyheads.data.tables.read_chunks_from`, all of one schema (every
+    column in every block, of one type), so the output's files agree: the file's rows
+    are held whole, as Ray Data's own readers hold them."""
+    with place.open() as fh:
+        blocks = [
+            chunk_block(chunk, place.shown, text_field)
+            for chunk in read_chunks_from(fh, fmt, place.shown, BLOCK_ROWS)
+        ]
+    if blocks:
+        schema = one_schema([b.schema for b in blocks], [ROW_COLUMN, ERROR_COLUMN], place.shown)
+        yield from (b if b.schema == schema else conform(b, schema) for b in blocks)
+
+
+def _read(ray: Any, place: _Place, fmt: str, text_field: str) -> Any:
+    """A dataset of one input file, read by one read task (:func:`_blocks`)."""
+    from dataclasses import fields
+
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    names = {f.name for f in fields(BlockMetadata)}
+    known = {"num_rows": None, "size_bytes": None, "exec_stats": None, "schema": None}
+    metadata = BlockMetadata(
+        **{k: v for k, v in known.items() if k in names}, input_files=(place.shown,)
+    )
+
+    class TablesDatasource(Datasource):
+        def estimate_inmemory_data_size(self) -> int | None:
+            return None
+
+        def get_read_tasks(
+            self,
+            parallelism: int,
+            per_task_row_limit: int | None = None,
+            data_context: Any = None,
+        ) -> list[Any]:
+            limit = {} if per_task_row_limit is None else {"per_task_row_limit": per_task_row_limit}
+            return [ReadTask(lambda: _blocks(place, fmt, text_field), metadata, **limit)]
+
+    return ray.data.read_datasource(TablesDatasource(), override_num_blocks=1)
 
 
 def _lines_sink(ray: Any, place: _Place) -> Any:
@@ -192,20 +259,20 @@ def _write(ray: Any, dataset: Any, place: _Place, fmt: str) -> None:
 
 
 def _run_file(run: Any, source: _Place) -> Any:
-    """``run()`` (one input file's dataset, materialized); a file Ray Data's reader
-    cannot read (bytes that are not UTF-8, a line that is not JSON) is one line naming
-    it, never Ray's traceback."""
+    """``run()`` (one input file's dataset, materialized); an error of manyheads raised in
+    a Ray task (a file that breaks off, rows Arrow cannot hold) is raised here as its
+    own one line, any other as one line naming the file, never Ray's traceback."""
     try:
         return run()
-    except Exception as exc:  # Ray wraps the reader's error in its own task errors
-        raise DataError(
-            f"cannot read {source.shown} with Ray Data's reader: {_root_cause(exc)} (the "
-            "local engine keeps such rows aside as bad rows)"
-        ) from None
+    except Exception as exc:  # Ray wraps a task's error in its own task errors
+        cause = _root_cause(exc)
+        if isinstance(cause, ManyheadsError):
+            raise DataError(_first_line(cause)) from None
+        raise DataError(f"cannot label {source.shown} on Ray: {_first_line(cause)}") from None
 
 
-def _root_cause(exc: BaseException) -> str:
-    """The first line of the error under Ray's wrappers (``cause`` of a task error)."""
+def _root_cause(exc: BaseException) -> BaseException:
+    """The error under Ray's wrappers (``cause`` of a task error)."""
     seen: set[int] = set()
     cause = exc
     while id(cause) not in seen:
@@ -215,11 +282,16 @@ def _root_cause(exc: BaseException) -> str:
         if inner is None:
             break
         cause = inner
-    if isinstance(cause, UnicodeDecodeError):  # Ray writes its advice into the encoding
-        byte = cause.object[cause.start : cause.start + 1].hex().upper()
-        return f"not valid UTF-8 (byte 0x{byte} at byte {cause.start} of a block)"
-    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    return (lines[0] if lines else type(cause).__name__)[:300]
+    return cause
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def output_format_of(output: str | os.PathLike[str], output_format: str | None) -> str:
@@ -235,12 +307,13 @@ def _shown(place: _Place) -> Path | str:
 
 
 def _bad_rows(answered: Any, file: str, id_field: str | None) -> list[str]:
-    """The bad rows of one answered file as lines of the errors file."""
+    """The bad rows of one answered file as lines of the errors file (as the local
+    engine writes them: file, row number, id, reason)."""
     lines = []
     from ray.data.expressions import col
 
     for row in answered.filter(expr=col(ERROR_COLUMN).is_not_null()).take_all():
-        entry = {"file": file}
+        entry = {"file": file, "row": row[ROW_COLUMN]}
         if id_field is not None:  # JSONL: the row is inside its output line
             source = json.loads(row[LINE_COLUMN]) if LINE_COLUMN in row else row
             entry["id"] = source.get(id_field)
@@ -273,6 +346,8 @@ def label_with_ray(
         raise ConfigError(f"{output}: the ray engine writes plain files; drop the .gz")
     files = _inputs(_Place.of(input_path))
     formats = [format_of(f.name, s.input_format, option="input_format") for f in files]
+    for file, fmt in zip(files, formats, strict=True):
+        _check(file, fmt)  # a file no row of which can be read: before anything is written
     place = _Place.of(output)
     folder = bundle_folder(bundle_path, s.tier)  # the folder every actor loads
     bundle = Bundle.load(folder, cache=None)
@@ -303,7 +378,7 @@ def label_with_ray(
             target.fs.delete_dir_contents(target.path, missing_dir_ok=True)
             answered = _run_file(
                 lambda source=source, fmt=fmt: (
-                    _read(ray, source, fmt)
+                    _read(ray, source, fmt, s.text_field)
                     .map_batches(
                         LabelBatch,
                         fn_constructor_args=(str(folder), actors),
@@ -318,7 +393,7 @@ def label_with_ray(
                 ),
                 source,
             )
-            _write(ray, answered.drop_columns([ERROR_COLUMN]), target, out_fmt)
+            _write(ray, answered.drop_columns([ERROR_COLUMN, ROW_COLUMN]), target, out_fmt)
             failed = _bad_rows(answered, source.name, s.id_field)
             place.child(f".errors-{source.name}.jsonl").write("".join(failed).encode("utf-8"))
             counts = {"rows": answered.count(), "bad": len(failed)}
