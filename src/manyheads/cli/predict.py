@@ -21,7 +21,6 @@ from .options import (
     argument,
     command,
     option,
-    take,
 )
 
 
@@ -79,14 +78,12 @@ def compact(number: int, text: str, answer: dict[str, Any]) -> str:
 def predict(**options: Any) -> None:
     """Answer each text with every head: one compact line per text on a terminal, one
     JSON line per text when piped or with --json (a file is read as it goes)."""
-    bundle, texts, heads, as_json, scores = take(
-        options, "bundle", "texts", "heads", "as_json", "scores"
-    )
-    as_json = as_json or scores is not None or not sys.stdout.isatty()
+    scores = options.pop("scores")
+    as_json = options.pop("as_json") or scores is not None or not sys.stdout.isatty()
     rows = jobs.predict_rows(
-        bundle or jobs.DEFAULT_BUNDLE,
-        texts or [],
-        heads=split_names(heads),
+        options.pop("bundle") or jobs.DEFAULT_BUNDLE,
+        options.pop("texts") or [],
+        heads=split_names(options.pop("heads")),
         **options,
         scores=scores or "all",
     )
