@@ -119,7 +119,7 @@ def label(**options: Any) -> None:
 
     input_path, output, bundle = take(options, "input_path", "output", "bundle")
     engine, address, workers = take(options, "engine", "address", "workers")
-    (fail_on_bad_rows,) = take(options, "fail_on_bad_rows")
+    fail_on_bad_rows = options.pop("fail_on_bad_rows")
     settings = LabelSettings(**options | {"heads": split_names(options["heads"])})
     if engine == "ray":
         _quiet_ray()
