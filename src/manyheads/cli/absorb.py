@@ -5,71 +5,98 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from .. import jobs
-from .common import (
-    BundleOpt,
-    CacheDirOpt,
-    LabelSepOpt,
-    NoCacheOpt,
-    TextFieldOpt,
-    arg,
-    opt,
-    table,
+from .common import table
+from .options import (
+    BUNDLE,
+    CACHE,
+    JSON,
+    SEED,
+    TRUNK,
+    TUNING,
+    C,
+    argument,
+    command,
+    fields,
+    option,
+    take,
 )
 
 
-def absorb(
-    data: Annotated[Path, arg("absorb:data")],
-    bundle: BundleOpt,
-    teacher: Annotated[list[str], opt("--teacher")],
-    trunk: Annotated[str | None, opt("--trunk")] = None,
-    finetune: Annotated[bool, opt("absorb:--finetune")] = False,
-    eval_file: Annotated[Path | None, opt("absorb:--eval")] = None,
-    temperature: Annotated[float, opt("--temperature")] = 2.0,
-    heldout: Annotated[float, opt("absorb:--heldout")] = 0.1,
-    C: Annotated[str, opt("--C")] = "auto",
-    epochs: Annotated[int, opt("absorb:--epochs")] = 1,
-    max_length: Annotated[int, opt("--max-length")] = 128,
-    batch_size: Annotated[int, opt("--batch-size")] = 16,
-    lr: Annotated[float, opt("--lr")] = 2e-5,
-    speed_texts: Annotated[int, opt("--speed-texts")] = 1000,
-    text_field: TextFieldOpt = "text",
-    group_field: Annotated[str | None, opt("absorb:--group-field")] = None,
-    label_sep: LabelSepOpt = ",",
-    seed: Annotated[int, opt("--seed")] = 0,
-    as_json: Annotated[bool, opt("--json")] = False,
-    cache_dir: CacheDirOpt = None,
-    no_cache: NoCacheOpt = False,
-) -> None:
+@command(
+    argument("data", Path, "Unlabelled texts: CSV, TSV, JSONL or Parquet file (--text-field)."),
+    BUNDLE,
+    option(
+        "teacher",
+        list[str],
+        "--teacher",
+        "A classifier to absorb as head NAME: NAME=SOURCE, SOURCE a Hugging Face "
+        "sequence-classification folder, BUNDLE#HEAD (a head of another bundle) or a JSONL "
+        'file of its answers to DATA\'s texts ({"text", "scores": {label: p}} or {"text", '
+        '"label"}); repeat for more.',
+    ),
+    TRUNK,
+    option(
+        "finetune",
+        bool,
+        "--finetune",
+        "First fine-tune the bundle's transformer on every teacher's answers at once (LP-FT).",
+        False,
+    ),
+    option(
+        "eval_file",
+        Path | None,
+        "--eval",
+        "A labelled file (columns named like the teachers): accuracy and macro-F1 of each "
+        "head and of its teacher side by side.",
+        None,
+    ),
+    option(
+        "temperature",
+        float,
+        "--temperature",
+        "Softens the teachers' answers the heads learn from.",
+        2.0,
+    ),
+    option(
+        "heldout",
+        float,
+        "--heldout",
+        "Share of DATA (grouped) held out to measure agreement with the teachers and speed.",
+        0.1,
+    ),
+    C,
+    option("epochs", int, "--epochs", "--finetune: fine-tuning epochs.", 1),
+    *TUNING,
+    option(
+        "speed_texts",
+        int,
+        "--speed-texts",
+        "Held-out texts timed through the teachers and the bundle (0: no timing).",
+        1000,
+    ),
+    *fields(
+        option(
+            "group_field",
+            str | None,
+            "--group-field",
+            "Rows sharing a group stay on one side of the splits.",
+            None,
+        )
+    ),
+    SEED,
+    JSON,
+    *CACHE,
+)
+def absorb(**options: Any) -> None:
     """Absorb classifiers you already run (Hugging Face models, heads of other bundles,
     files of answers) into one bundle, learning from DATA's unlabelled texts."""
-    report = jobs.absorb_file(
-        data,
-        bundle,
-        teacher,
-        trunk=trunk,
-        finetune=finetune,
-        eval_file=eval_file,
-        text_field=text_field,
-        group_field=group_field,
-        label_sep=label_sep,
-        temperature=temperature,
-        heldout=heldout,
-        C=C,
-        epochs=epochs,
-        max_length=max_length,
-        batch_size=batch_size,
-        lr=lr,
-        speed_texts=speed_texts,
-        seed=seed,
-        cache_dir=cache_dir,
-        no_cache=no_cache,
-        progress=not as_json,
-    )
+    data, bundle, teachers, as_json = take(options, "data", "bundle", "teacher", "as_json")
+    report = jobs.absorb_file(data, bundle, teachers, **options, progress=not as_json)
     if as_json:
         typer.echo(json.dumps(_plain(report), default=str))
         return

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from .. import jobs
 from ..heads.kinds import kind_of
-from .common import CacheDirOpt, LabelSepOpt, NoCacheOpt, TextFieldOpt, arg, opt, table
+from .common import table
+from .options import CACHE, JSON, argument, command, fields, option, take
 
 
 def _trunk_tables(result: dict[str, Any]) -> str:
@@ -48,41 +49,96 @@ def _teacher_tables(result: dict[str, Any]) -> str:
     )
 
 
-def diagnose(
-    data: Annotated[Path, arg("diagnose:data")],
-    task: Annotated[list[str] | None, opt("diagnose:--task", "-t")] = None,
-    trunk: Annotated[list[str] | None, opt("diagnose:--trunk")] = None,
-    teacher: Annotated[list[str] | None, opt("diagnose:--teacher")] = None,
-    as_json: Annotated[bool, opt("--json")] = False,
-    text_field: TextFieldOpt = "text",
-    group_field: Annotated[str | None, opt("diagnose:--group-field")] = None,
-    label_sep: LabelSepOpt = ",",
-    sample: Annotated[int | None, opt("--sample")] = None,
-    k: Annotated[int | None, opt("diagnose:--k")] = None,
-    threshold: Annotated[float | None, opt("--threshold")] = None,
-    seed: Annotated[int, opt("diagnose:--seed")] = 0,
-    report: Annotated[Path | None, opt("diagnose:--report")] = None,
-    cache_dir: CacheDirOpt = None,
-    no_cache: NoCacheOpt = False,
-) -> None:
+@command(
+    argument("data", Path, "Labelled CSV, TSV, JSONL or Parquet file (--teacher: or plain text)."),
+    option(
+        "task",
+        list[str] | None,
+        "--task -t",
+        "A task to rank trunks for: NAME[=FIELD][:KIND], as train names heads (multiclass, "
+        "binary, multilabel, hierarchical); repeat for more tasks.",
+        None,
+    ),
+    option(
+        "trunk",
+        list[str] | None,
+        "--trunk",
+        "A trunk to judge (any --trunk of train: minilm, hashing, tfidf, static, "
+        "minilm+tfidf, a model folder, ...); repeat for more trunks.",
+        None,
+    ),
+    option(
+        "teacher",
+        list[str] | None,
+        "--teacher",
+        "A teacher to compare instead of ranking trunks: NAME=SOURCE (a Hugging Face "
+        "classification folder, BUNDLE#HEAD or a JSONL file of answers); give two or more.",
+        None,
+    ),
+    JSON,
+    *fields(
+        option(
+            "group_field",
+            str | None,
+            "--group-field",
+            "Rows sharing a group are never each other's neighbours and stay on one side of "
+            "the probe's split.",
+            None,
+        )
+    ),
+    option(
+        "sample",
+        int | None,
+        "--sample",
+        "Rows read at random from DATA (default 1500; --teacher: 500).",
+        None,
+    ),
+    option(
+        "k",
+        int | None,
+        "--k",
+        "Neighbours of the kNN accuracy and the discordance (default 10).",
+        None,
+    ),
+    option(
+        "threshold",
+        float | None,
+        "--threshold",
+        "--teacher: the linear CKA every two teachers of a suggested group reach (default 0.8).",
+        None,
+    ),
+    option(
+        "seed",
+        int,
+        "--seed",
+        "Seed of the sample, the probe's split and the discordance's draws.",
+        0,
+    ),
+    option(
+        "report",
+        Path | None,
+        "--report",
+        "A folder to write report.html (the scores of each trunk for each task as bars, or "
+        "the teachers' CKA and Gromov-Wasserstein as heat maps) and report.json into (the "
+        "report extra: matplotlib).",
+        None,
+    ),
+    *CACHE,
+)
+def diagnose(**options: Any) -> None:
     """Rank trunks for DATA's tasks from a sample, before training (--task ... --trunk A
     --trunk B ...): a linear probe, kNN accuracy and the discordance; or compare teachers
     on DATA's texts and suggest which could share a trunk (--teacher NAME=SOURCE ...)."""
+    data, tasks, trunks, teachers, as_json = take(
+        options, "data", "task", "trunk", "teacher", "as_json"
+    )
+    report = options["report"]
     result = jobs.diagnose_file(
         data,
-        tasks=task or [],
-        trunks=trunk or [],
-        teachers=teacher or [],
-        text_field=text_field,
-        group_field=group_field,
-        label_sep=label_sep,
-        sample=sample,
-        k=k,
-        seed=seed,
-        threshold=threshold,
-        cache_dir=cache_dir,
-        no_cache=no_cache,
-        report=report,
+        tasks=tasks or [],
+        trunks=trunks or [],
+        teachers=teachers or [],
+        **options,
         progress=sys.stderr.isatty(),
     )
     if report is not None:

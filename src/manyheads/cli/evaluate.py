@@ -5,66 +5,91 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
 import typer
 
 from .. import jobs
-from .common import (
-    BundleOpt,
-    CacheDirOpt,
-    HeadsOpt,
-    LabelSepOpt,
-    NoCacheOpt,
-    TextFieldOpt,
-    TierOpt,
-    arg,
-    opt,
-    split_names,
-    table,
+from .common import split_names, table
+from .options import (
+    BUNDLE,
+    CACHE,
+    HEADS,
+    JSON,
+    LABEL_SEP,
+    TEXT_FIELD,
+    TIER,
+    argument,
+    command,
+    option,
+    take,
+)
+
+REPORT = option(
+    "report",
+    Path | None,
+    "--report",
+    "A folder to write report.html (figures of each head's answers: confusions, F1 "
+    "per label, reliability before and after temperature scaling, scores) and "
+    "report.json into (the report extra: matplotlib).",
+    None,
+)
+# fresh heads by a standard protocol
+PROTOCOL = (
+    option(
+        "protocol",
+        str,
+        "--protocol",
+        "holdout (the bundle's heads on DATA), mteb (MTEB's classification protocol: "
+        "fresh logistic regressions on k rows a label of --train, scored on DATA, 10 "
+        "experiments) or kfold (fresh heads like the bundle's, k-fold on DATA); mean ± std.",
+        "holdout",
+    ),
+    option(
+        "train",
+        Path | None,
+        "--train",
+        "--protocol mteb: the labelled file the fresh classifiers learn from.",
+        None,
+    ),
+    option(
+        "k",
+        int | None,
+        "--k",
+        "--protocol mteb: training rows per label in each experiment (default 8).",
+        None,
+    ),
+    option(
+        "experiments",
+        int | None,
+        "--experiments",
+        "--protocol mteb: experiments (default 10).",
+        None,
+    ),
+    option("folds", int | None, "--folds", "--protocol kfold: folds (default 5).", None),
+    option(
+        "group_field",
+        str | None,
+        "--group-field",
+        "--protocol kfold: rows sharing a group stay in one fold.",
+        None,
+    ),
+    option("seed", int | None, "--seed", "--protocol mteb: 42 (MTEB's); kfold: 0.", None),
 )
 
 
-def eval_(
-    data: Annotated[Path, arg("eval:data")],
-    bundle: BundleOpt,
-    heads: HeadsOpt = None,
-    as_json: Annotated[bool, opt("--json")] = False,
-    text_field: TextFieldOpt = "text",
-    label_sep: LabelSepOpt = ",",
-    cache_dir: CacheDirOpt = None,
-    no_cache: NoCacheOpt = False,
-    tier: TierOpt = None,
-    report: Annotated[Path | None, opt("--report")] = None,
-    protocol: Annotated[str, opt("--protocol")] = "holdout",
-    train: Annotated[Path | None, opt("--train")] = None,
-    k: Annotated[int | None, opt("--k")] = None,
-    experiments: Annotated[int | None, opt("--experiments")] = None,
-    folds: Annotated[int | None, opt("--folds")] = None,
-    group_field: Annotated[str | None, opt("eval:--group-field")] = None,
-    seed: Annotated[int | None, opt("eval:--seed")] = None,
-) -> None:
+@command(
+    argument("data", Path, "Labelled CSV, TSV, JSONL or Parquet file."),
+    BUNDLE, HEADS, JSON, TEXT_FIELD, LABEL_SEP, *CACHE, TIER, REPORT, *PROTOCOL,
+)  # fmt: skip
+def eval_(**options: Any) -> None:
     """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped); or
     fresh heads like them by a standard protocol (--protocol mteb --train FILE, or
     --protocol kfold)."""
+    data, bundle, heads, as_json = take(options, "data", "bundle", "heads", "as_json")
+    report, protocol = options["report"], options["protocol"]
     metrics, notes = jobs.evaluate_file(
-        data,
-        bundle,
-        heads=split_names(heads),
-        text_field=text_field,
-        label_sep=label_sep,
-        cache_dir=cache_dir,
-        no_cache=no_cache,
-        tier=tier,
-        report=report,
-        progress=sys.stderr.isatty(),
-        protocol=protocol,
-        train=train,
-        group_field=group_field,
-        k=k,
-        experiments=experiments,
-        folds=folds,
-        seed=seed,
+        data, bundle, heads=split_names(heads), **options, progress=sys.stderr.isatty()
     )
     for note in notes:
         typer.echo(f"note: {note}", err=True)

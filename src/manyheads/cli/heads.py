@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Any
 
 import typer
 
 from .. import jobs
-from .common import BundleOpt, arg, opt, table
+from .common import table
+from .options import BUNDLE, argument, command, option, take
 
 
-def heads_list(
-    bundle: BundleOpt,
-    as_json: Annotated[bool, opt("heads list:--json")] = False,
-) -> None:
+@command(BUNDLE, option("as_json", bool, "--json", "Print JSON.", False))
+def heads_list(**options: Any) -> None:
     """Name, kind, number of labels and validation metrics of each head."""
+    bundle, as_json = take(options, "bundle", "as_json")
     rows = jobs.list_heads(bundle)
     if as_json:
         typer.echo(json.dumps(rows))
@@ -52,10 +52,9 @@ def heads_list(
     )
 
 
-def heads_rm(
-    name: Annotated[str, arg("heads rm:name")],
-    bundle: BundleOpt,
-) -> None:
+@command(argument("name", str, "Head to remove."), BUNDLE)
+def heads_rm(**options: Any) -> None:
     """Remove one head from the bundle (saved atomically)."""
+    name, bundle = take(options, "name", "bundle")
     jobs.remove_head(bundle, name)
     typer.echo(f"removed head {name!r} from {bundle}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -13,49 +13,114 @@ if TYPE_CHECKING:
     from ..label import LabelSummary
 
 from ..errors import ManyheadsError
-from .common import (
-    AnyBundleOpt,
-    HeadsOpt,
-    MaxCharsOpt,
-    TextFieldOpt,
-    TierOpt,
-    arg,
-    opt,
-    split_names,
+from .common import split_names
+from .options import ANY_BUNDLE, HEADS, MAX_CHARS, TEXT_FIELD, TIER, argument, command, option, take
+
+
+@command(
+    argument(
+        "input_path", Path, "A JSONL, JSONL.gz, CSV, TSV or Parquet file, or a folder of them."
+    ),
+    option(
+        "output",
+        Path,
+        "--output -o",
+        "The file to write (its format from its name: .jsonl, .jsonl.gz, .csv, .tsv, "
+        ".parquet; or --format); the job's parts wait beside it in OUTPUT.parts/. "
+        "--engine ray: a folder, with a folder of files for each input file.",
+    ),
+    ANY_BUNDLE,
+    HEADS,
+    TEXT_FIELD,
+    option(
+        "id_field",
+        str | None,
+        "--id-field",
+        "A field naming each row, copied into the errors file.",
+        None,
+    ),
+    option("batch_size", int, "--batch-size", "Texts per trunk pass.", 256),
+    option(
+        "output_format",
+        str | None,
+        "--format",
+        "Format of OUTPUT: jsonl, csv, tsv or parquet (default: from its name; a folder "
+        "of parts with --engine ray: jsonl).",
+        None,
+    ),
+    option(
+        "input_format",
+        str | None,
+        "--input-format",
+        "Format of INPUT's files: jsonl, csv, tsv or parquet (default: from each name).",
+        None,
+    ),
+    option(
+        "scores",
+        str,
+        "--scores",
+        "Class scores kept in JSONL: all, top (the best five; default) or none.",
+        "top",
+    ),
+    option(
+        "engine",
+        str,
+        "--engine",
+        "local (this machine) or ray (Ray Data: this machine or a cluster).",
+        "local",
+    ),
+    option(
+        "address",
+        str | None,
+        "--address",
+        "--engine ray: the Ray cluster to connect to (default: a local one).",
+        None,
+    ),
+    option(
+        "workers",
+        int | None,
+        "--workers",
+        "--engine local: processes answering parts side by side, each loading the bundle "
+        "once (for trunks that do not use every core; default 1). --engine ray: the "
+        "actors (default one per CPU of the cluster).",
+        None,
+    ),
+    TIER,
+    MAX_CHARS,
+    option(
+        "long_texts",
+        str,
+        "--long-texts",
+        "Texts over --max-chars: 'refuse' (a bad row, in the errors file) or 'window' "
+        "(read in pieces of --max-chars, probabilities averaged).",
+        "refuse",
+    ),
+    option(
+        "restart",
+        bool,
+        "--restart",
+        "Start over: drop the parts and output of an earlier run.",
+        False,
+    ),
+    option(
+        "fail_on_bad_rows",
+        bool,
+        "--fail-on-bad-rows",
+        "Exit with code 1 when a row could not be labelled.",
+        False,
+    ),
 )
-
-
-def label(
-    input_path: Annotated[Path, arg("label:input")],
-    output: Annotated[Path, opt("--output", "-o")],
-    bundle: AnyBundleOpt = None,
-    heads: HeadsOpt = None,
-    text_field: TextFieldOpt = "text",
-    id_field: Annotated[str | None, opt("--id-field")] = None,
-    batch_size: Annotated[int, opt("label:--batch-size")] = 256,
-    output_format: Annotated[str | None, opt("--format")] = None,
-    input_format: Annotated[str | None, opt("--input-format")] = None,
-    scores: Annotated[str, opt("label:--scores")] = "top",
-    engine: Annotated[str, opt("--engine")] = "local",
-    address: Annotated[str | None, opt("--address")] = None,
-    workers: Annotated[int | None, opt("--workers")] = None,
-    tier: TierOpt = None,
-    max_chars: MaxCharsOpt = 100_000,
-    long_texts: Annotated[str, opt("label:--long-texts")] = "refuse",
-    restart: Annotated[bool, opt("--restart")] = False,
-    fail_on_bad_rows: Annotated[bool, opt("--fail-on-bad-rows")] = False,
-) -> None:
+def label(**options: Any) -> None:
     """Label every row of INPUT (JSONL, JSONL.gz, CSV, TSV, Parquet, or a folder of
     them) with the bundle's heads into OUTPUT: streamed, resumable (run the same
     command again after an interruption), bad rows in OUTPUT.errors.jsonl."""
     from .. import jobs
     from ..label import LabelSettings, label
 
-    settings = LabelSettings(
-        heads=split_names(heads), text_field=text_field, id_field=id_field,
-        batch_size=batch_size, output_format=output_format, input_format=input_format,
-        scores=scores, tier=tier, max_chars=max_chars, long_texts=long_texts, restart=restart,
-    )  # fmt: skip
+    input_path, output, bundle = take(options, "input_path", "output", "bundle")
+    engine, address, workers = take(options, "engine", "address", "workers")
+    fail_on_bad_rows = options.pop("fail_on_bad_rows")
+    settings = LabelSettings(**options | {"heads": split_names(options["heads"])})
     if engine == "ray":
         _quiet_ray()
     summary = label(

@@ -5,21 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
 from .. import jobs
-from .common import (
-    AnyBundleOpt,
-    HeadsOpt,
-    LongTextsOpt,
-    MaxCharsOpt,
-    TextFieldOpt,
-    TierOpt,
-    arg,
-    opt,
-    split_names,
+from .common import split_names
+from .options import (
+    ANY_BUNDLE,
+    HEADS,
+    LONG_TEXTS,
+    MAX_CHARS,
+    TEXT_FIELD,
+    TIER,
+    argument,
+    command,
+    option,
 )
 
 
@@ -43,30 +44,47 @@ def compact(number: int, text: str, answer: dict[str, Any]) -> str:
     return f"{number:>3}  {preview:<42}  {cells}"
 
 
-def predict(
-    texts: Annotated[list[str] | None, arg("predict:texts")] = None,
-    bundle: AnyBundleOpt = None,
-    input_file: Annotated[Path | None, opt("--input", "-i")] = None,
-    text_field: TextFieldOpt = "text",
-    heads: HeadsOpt = None,
-    tier: TierOpt = None,
-    max_chars: MaxCharsOpt = 100000,
-    long_texts: LongTextsOpt = "refuse",
-    as_json: Annotated[bool, opt("predict:--json")] = False,
-    scores: Annotated[str | None, opt("--scores")] = None,
-) -> None:
+@command(
+    argument("texts", list[str] | None, "Texts to classify.", None),
+    ANY_BUNDLE,
+    option(
+        "input_file",
+        Path | None,
+        "--input -i",
+        "CSV/TSV/JSONL/Parquet (--text-field) or plain text, one text per line.",
+        None,
+    ),
+    TEXT_FIELD,
+    HEADS,
+    TIER,
+    MAX_CHARS,
+    LONG_TEXTS,
+    option(
+        "as_json",
+        bool,
+        "--json",
+        "JSON lines even on a terminal (always when the output is piped).",
+        False,
+    ),
+    option(
+        "scores",
+        str | None,
+        "--scores",
+        "Class scores in the JSON lines: all (default), top (the best five) or none; implies "
+        "--json.",
+        None,
+    ),
+)
+def predict(**options: Any) -> None:
     """Answer each text with every head: one compact line per text on a terminal, one
     JSON line per text when piped or with --json (a file is read as it goes)."""
-    as_json = as_json or scores is not None or not sys.stdout.isatty()
+    scores = options.pop("scores")
+    as_json = options.pop("as_json") or scores is not None or not sys.stdout.isatty()
     rows = jobs.predict_rows(
-        bundle or jobs.DEFAULT_BUNDLE,
-        texts or [],
-        input_file=input_file,
-        text_field=text_field,
-        heads=split_names(heads),
-        tier=tier,
-        max_chars=max_chars,
-        long_texts=long_texts,
+        options.pop("bundle") or jobs.DEFAULT_BUNDLE,
+        options.pop("texts") or [],
+        heads=split_names(options.pop("heads")),
+        **options,
         scores=scores or "all",
     )
     for number, (text, answer) in enumerate(rows, 1):

@@ -3,80 +3,128 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
 import typer
 
 from .. import jobs
 from ..bundle import has_bundle
 from ..errors import ManyheadsError
-from .common import (
-    AnyBundleOpt,
-    CacheDirOpt,
-    LongTextsOpt,
-    MaxCharsOpt,
-    MaxLabelsOpt,
-    NoCacheOpt,
-    TierOpt,
-    opt,
+from .options import (
+    ANY_BUNDLE,
+    CACHE,
+    LONG_TEXTS,
+    MAX_CHARS,
+    MAX_LABELS,
+    TIER,
+    command,
+    option,
+    take,
+)
+
+# where the server listens, who may ask it
+LISTEN = (
+    option("host", str, "--host", "Address to listen on.", "127.0.0.1"),
+    option("port", int, "--port", "Port to listen on.", 8000),
+    option(
+        "api_key_file",
+        Path | None,
+        "--api-key-file",
+        "File of API keys, one per line. Write endpoints always need a key; with this file, "
+        "reads too (not /healthz, /readyz, the page at /).",
+        None,
+    ),
+)
+# how requests are merged into trunk passes
+BATCHING = (
+    option("max_batch", int, "--max-batch", "Most texts merged into one trunk pass.", 64),
+    option(
+        "max_wait_ms",
+        float,
+        "--max-wait-ms",
+        "Longest wait for more requests to merge (only under concurrent load).",
+        10.0,
+    ),
+)
+# the limits of one request, of a pass, of the heads
+LIMITS = (
+    option("max_texts", int, "--max-texts", "Most texts in one predict request.", 1000),
+    MAX_CHARS,
+    LONG_TEXTS,
+    option("max_body_mb", float, "--max-body-mb", "Largest request body, in MB.", 16.0),
+    option(
+        "max_pass_chars",
+        int,
+        "--max-pass-chars",
+        "Most characters in one trunk pass: a bigger request is answered over several passes,"
+        " taking turns with the others; a longer text gets passes of its own.",
+        100_000,
+    ),
+    option(
+        "max_pass_tokens",
+        int,
+        "--max-pass-tokens",
+        "Most tokens in one trunk pass, for a trunk that reads token windows (a transformer,"
+        " an exported one): a text of more is read a few windows per pass, other requests"
+        " answered between them.",
+        512,
+    ),
+    MAX_LABELS,
+    option("max_label_chars", int, "--max-label-chars", "Most characters in one label.", 200),
+    option("max_heads", int, "--max-heads", "Most heads in the bundle.", 256),
+    option(
+        "body_timeout",
+        float,
+        "--body-timeout",
+        "Seconds to wait for the next piece of a request body (408).",
+        30.0,
+    ),
+    option(
+        "max_connections",
+        int,
+        "--max-connections",
+        "Most connections and requests at once; beyond it the server answers 503.",
+        1000,
+    ),
 )
 
 
-def serve(
-    bundle: AnyBundleOpt = None,
-    host: Annotated[str, opt("--host")] = "127.0.0.1",
-    port: Annotated[int, opt("--port")] = 8000,
-    api_key_file: Annotated[Path | None, opt("--api-key-file")] = None,
-    max_batch: Annotated[int, opt("--max-batch")] = 64,
-    max_wait_ms: Annotated[float, opt("--max-wait-ms")] = 10.0,
-    watch: Annotated[bool, opt("--watch")] = False,
-    max_texts: Annotated[int, opt("--max-texts")] = 1000,
-    max_chars: MaxCharsOpt = 100000,
-    long_texts: LongTextsOpt = "refuse",
-    max_body_mb: Annotated[float, opt("--max-body-mb")] = 16.0,
-    max_pass_chars: Annotated[int, opt("--max-pass-chars")] = 100000,
-    max_pass_tokens: Annotated[int, opt("--max-pass-tokens")] = 512,
-    max_labels: MaxLabelsOpt = 1000,
-    max_label_chars: Annotated[int, opt("--max-label-chars")] = 200,
-    max_heads: Annotated[int, opt("--max-heads")] = 256,
-    body_timeout: Annotated[float, opt("--body-timeout")] = 30.0,
-    max_connections: Annotated[int, opt("--max-connections")] = 1000,
-    cache_dir: CacheDirOpt = None,
-    no_cache: NoCacheOpt = False,
-    tier: TierOpt = None,
-) -> None:
+@command(
+    ANY_BUNDLE,
+    *LISTEN,
+    *BATCHING,
+    option("watch", bool, "--watch", "Reload the bundle when its folder changes on disk.", False),
+    *LIMITS,
+    *CACHE,
+    TIER,
+)
+def serve(**options: Any) -> None:
     """Serve every head of the bundle over HTTP: POST /v1/predict, head updates
     (PUT/DELETE /v1/heads/NAME, POST /v1/heads/NAME/train), /metrics, a playground at /."""
     from ..bundle import bundle_folder
     from ..errors import require
     from ..serve import ServeConfig, check_listen, create_app, load_api_keys
 
+    bundle, host, port, api_key_file = take(options, "bundle", "host", "port", "api_key_file")
+    max_connections, max_body_mb, body_timeout = take(
+        options, "max_connections", "max_body_mb", "body_timeout"
+    )
+    cache_dir, no_cache = take(options, "cache_dir", "no_cache")
     uvicorn = require("uvicorn", "serve")
     check_listen(host, port)  # before loading anything, and before announcing
     if max_connections < 1:
         raise ManyheadsError(f"--max-connections must be a positive integer, got {max_connections}")
     name = bundle or jobs.DEFAULT_BUNDLE
-    folder = bundle_folder(name, tier)
+    folder = bundle_folder(name, options["tier"])
     if not has_bundle(folder):
         raise ManyheadsError(f"no bundle at {folder} (missing bundle.json)")
     if not max_body_mb > 0:
         raise ManyheadsError(f"--max-body-mb must be > 0, got {max_body_mb}")
     config = ServeConfig(
-        max_batch=max_batch,
-        max_wait_ms=max_wait_ms,
-        max_texts=max_texts,
-        max_chars=max_chars,
-        long_texts=long_texts,
+        **options,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
-        max_pass_chars=max_pass_chars,
-        max_pass_tokens=max_pass_tokens,
-        max_labels=max_labels,
-        max_label_chars=max_label_chars,
-        max_heads=max_heads,
         body_timeout_s=body_timeout,
         api_keys=tuple(load_api_keys(api_key_file)) if api_key_file is not None else (),
-        watch=watch,
-        tier=tier,
     )
     cache = jobs.cache_setting(cache_dir, no_cache)
     app_ = create_app(name, config, cache=cache, preload=True)

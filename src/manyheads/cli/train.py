@@ -2,73 +2,119 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import Any
 
 import typer
 
 from .. import jobs
-from .common import (
-    BundleOpt,
-    CacheDirOpt,
-    LabelSepOpt,
-    MaxLabelsOpt,
-    NoCacheOpt,
-    TextFieldOpt,
-    arg,
-    opt,
-    summary_table,
-    tiers_table,
-    trunk_line,
+from .common import summary_table, tiers_table, trunk_line
+from .options import (
+    BUNDLE,
+    CACHE,
+    DATA,
+    LABEL_SEP,
+    MAX_LABELS,
+    SEED,
+    TASKS,
+    TEXT_FIELD,
+    TRUNK,
+    C,
+    command,
+    option,
+    take,
+)
+
+GROUP_FIELD = option(
+    "group_field",
+    str | None,
+    "--group-field",
+    "Rows sharing a group stay on one side of the train/validation split.",
+    None,
+)
+# a byte trunk trained here
+BYTE_TRUNK = (
+    option(
+        "tier",
+        int | None,
+        "--tier",
+        "--trunk byte: the tier (one of the trunk's dims) the bundle answers at (default: the"
+        " largest); the other tiers go to BUNDLE/tiers/.",
+        None,
+    ),
+    option(
+        "trunk_epochs",
+        int | None,
+        "--trunk-epochs",
+        "--trunk byte: training epochs (default 4).",
+        None,
+    ),
+    option(
+        "byte_config",
+        str | None,
+        "--byte-config",
+        "--trunk byte: the trunk's shape, a JSON object of ByteConfig fields (e.g. "
+        '\'{"channels": 64, "dims": [32, 64]}\').',
+        None,
+    ),
+)
+# how each head is fitted
+FITTING = (
+    option(
+        "label_path_sep",
+        str,
+        "--label-path-sep",
+        "What separates the parts of a hierarchical head's labels (role::program; a/b/c with '/').",
+        "::",
+    ),
+    option(
+        "val_fraction",
+        float,
+        "--val-fraction",
+        "Share of rows held out to validate each head.",
+        0.2,
+    ),
+    C,
+    option("class_weight", str | None, "--class-weight", "'balanced' for imbalanced labels.", None),
+    option(
+        "part_weights",
+        str,
+        "--part-weights",
+        "On a composite trunk: auto (default) lets each linear head weigh the trunk's parts "
+        "on its validation split; fixed keeps the trunk's weights.",
+        "auto",
+    ),
+    option(
+        "head",
+        str,
+        "--head",
+        "linear (fused, default), mlp (one hidden layer), or auto (the better of both on the "
+        "validation split).",
+        "linear",
+    ),
+    option(
+        "thresholds",
+        str,
+        "--thresholds",
+        "What binary/multilabel thresholds maximise on the validation split: accuracy "
+        "(default), f1, or f0.5 (precision weighs twice: fewer false alarms).",
+        "accuracy",
+    ),
+    SEED,
 )
 
 
-def train(
-    data: Annotated[Path, arg("train:data")],
-    bundle: BundleOpt,
-    task: Annotated[list[str], opt("--task", "-t")],
-    text_field: TextFieldOpt = "text",
-    group_field: Annotated[str | None, opt("--group-field")] = None,
-    trunk: Annotated[str | None, opt("--trunk")] = None,
-    tier: Annotated[int | None, opt("--tier")] = None,
-    trunk_epochs: Annotated[int | None, opt("--trunk-epochs")] = None,
-    byte_config: Annotated[str | None, opt("--byte-config")] = None,
-    label_sep: LabelSepOpt = ",",
-    label_path_sep: Annotated[str, opt("--label-path-sep")] = "::",
-    val_fraction: Annotated[float, opt("--val-fraction")] = 0.2,
-    c: Annotated[str, opt("--C")] = "auto",
-    class_weight: Annotated[str | None, opt("--class-weight")] = None,
-    part_weights: Annotated[str, opt("--part-weights")] = "auto",
-    head: Annotated[str, opt("--head")] = "linear",
-    thresholds: Annotated[str, opt("--thresholds")] = "accuracy",
-    seed: Annotated[int, opt("--seed")] = 0,
-    max_labels: MaxLabelsOpt = 1000,
-    cache_dir: CacheDirOpt = None,
-    no_cache: NoCacheOpt = False,
-) -> None:
+@command(
+    DATA, BUNDLE, TASKS, TEXT_FIELD, GROUP_FIELD, TRUNK, *BYTE_TRUNK, LABEL_SEP, *FITTING,
+    MAX_LABELS, *CACHE,
+)  # fmt: skip
+def train(**options: Any) -> None:
     """Train heads from DATA into BUNDLE (created if missing; other heads are kept)."""
+    data, bundle, tasks = take(options, "data", "bundle", "task")
     report = jobs.train_report(
         data,
         bundle,
-        task,
-        trunk=trunk,
-        text_field=text_field,
-        group_field=group_field,
-        label_sep=label_sep,
-        label_path_sep=label_path_sep,
-        val_fraction=val_fraction,
-        C=c,
-        class_weight=class_weight,
-        part_weights=part_weights,
-        head=head,
-        thresholds=thresholds,
-        seed=seed,
-        tier=tier,
-        trunk_epochs=trunk_epochs,
-        byte_config=byte_config,
-        cache_dir=cache_dir,
-        no_cache=no_cache,
-        max_labels=max_labels,
+        tasks,
+        **options,
         progress=True,
         on_trunk=lambda summary: typer.echo(trunk_line(summary)),
     )
