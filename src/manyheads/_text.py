@@ -1,5 +1,6 @@
 """What every text and label must be: a string UTF-8 can hold; JSON read without
-letting its nesting overflow the parser (:func:`loads_json`).
+letting its nesting overflow the parser (:func:`loads_json`); an error's text as one
+short line (:func:`one_line`).
 
 Python strings can carry lone surrogates (``"\\ud800"``: valid JSON, from
 ``json.loads`` or from command-line bytes that are not UTF-8), which no
@@ -54,3 +55,9 @@ def loads_json(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise JSONTooDeep("JSON nested too deep to read") from None
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc``'s text on one line (its whitespace runs made one space), at most 200
+    characters; its type's name when it says nothing."""
+    return " ".join(str(exc).split())[:200] or type(exc).__name__

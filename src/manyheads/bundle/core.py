@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,7 @@ from ..trunks.base import check_texts
 from ..trunks.registry import spec_tier
 from .answer import answers_of, cached_features
 from .entry import head_entry, head_from_export
-from .files import build_trunk, load_folder, read_training_data, save_folder
+from .files import build_trunk, load_folder, read_training_data, save_folder, trunk_arrays
 from .format import KeptData, data_hash
 from .recheck import trunk_probabilities
 from .saved import BundleState, trunk_reference
@@ -136,7 +136,7 @@ class Bundle:
             )
         other = self.copy()
         other._saved = self._saved.replace(
-            trunk=trunk_reference(trunk), trunk_state=self._current_trunk_state()
+            trunk=trunk_reference(trunk), trunk_state=trunk_arrays(self._saved, self._trunk)
         )
         other._trunk = trunk
         return other
@@ -147,12 +147,6 @@ class Bundle:
         return copy.deepcopy(dict(self._saved.trunk))
 
     # -- trunk and cache ---------------------------------------------------
-
-    def _current_trunk_state(self) -> dict[str, np.ndarray]:
-        """Fitted arrays of the trunk (idf of a hashing part), stored in heads.safetensors."""
-        if self._trunk is not None:
-            return dict(self._trunk.state())
-        return dict(self._saved.trunk_state)
 
     @property
     def trunk_needs_fit(self) -> bool:
@@ -381,18 +375,9 @@ class Bundle:
         ``scores``: the class scores each answer keeps: every class's (``"all"``), the
         best five, highest first (``"top"``), or none (``"none"``: no ``scores`` key).
         """
-        state = self._saved.heads  # one snapshot for the whole call
-        names = self._resolve(state, heads)
-        check_scores(scores)
-        texts = check_texts(texts)
-        fused = state.fused
-        assert fused is not None
-        probs = partial(self._probabilities, fused, names=names, use_cache=use_cache)
-
-        def answer(filled: list[str]) -> list[dict[str, Any]]:
-            return answers_of(fused, filled, names, probs, max_chars, scores)
-
-        return with_blanks(fused, texts, names, scores, answer)
+        _, fused, names, checked = self._asked(texts, heads, scores)
+        answer = self._answering(fused, names, use_cache, max_chars, scores)
+        return with_blanks(fused, checked, names, scores, answer)
 
     def predict_steps(
         self,
@@ -406,19 +391,36 @@ class Bundle:
         does other work between two): ``steps.step(budget)`` (trunk work, in
         ``trunk.work_unit``) until ``steps.done``, then ``steps.answers()``. See
         :func:`manyheads.bundle.steps.predict_steps`."""
+        state, fused, names, checked = self._asked(texts, heads, scores)
+        self._check_trunk_fitted()
+        whole = self._answering(fused, names, False, max_chars, scores)
+        return predict_steps(state, self.trunk, checked, names, max_chars, scores, whole=whole)
+
+    def _asked(
+        self, texts: Sequence[str], heads: Sequence[str] | str | None, scores: str
+    ) -> tuple[HeadSet, FusedHeads, list[str], list[str]]:
+        """One snapshot of the head set (for the whole call), its fused heads, the heads
+        asked for and the texts, each checked."""
         state = self._saved.heads
         names = self._resolve(state, heads)
         check_scores(scores)
-        texts = check_texts(texts)
-        self._check_trunk_fitted()
-        fused = state.fused
-        assert fused is not None
-        probs = partial(self._probabilities, fused, names=names, use_cache=False)
+        checked = check_texts(texts)
+        assert state.fused is not None
+        return state, state.fused, names, checked
 
-        def whole(filled: list[str]) -> list[dict[str, Any]]:
-            return answers_of(fused, filled, names, probs, max_chars, scores)
-
-        return predict_steps(state, self.trunk, texts, names, max_chars, scores, whole=whole)
+    def _answering(
+        self,
+        fused: FusedHeads,
+        names: list[str],
+        use_cache: bool,
+        max_chars: int | None,
+        scores: str,
+    ) -> Callable[[list[str]], list[dict[str, Any]]]:
+        """Answers of texts that hold something, by ``fused``'s heads ``names``."""
+        probs = partial(self._probabilities, fused, names=names, use_cache=use_cache)
+        return partial(
+            answers_of, fused, names=names, probabilities=probs, max_chars=max_chars, scores=scores
+        )
 
     def predict_proba(
         self, texts: Sequence[str], heads: Sequence[str] | str | None = None

@@ -42,7 +42,7 @@ from .store import (
 if TYPE_CHECKING:
     from ..trunks.onnxrt import OnnxTrunk
 
-__all__ = ["build_trunk", "load_folder", "read_training_data", "save_folder"]
+__all__ = ["build_trunk", "load_folder", "read_training_data", "save_folder", "trunk_arrays"]
 
 
 def load_folder(folder: Path) -> BundleState:
@@ -80,6 +80,12 @@ def build_trunk(state: BundleState) -> TrunkBase:
             f"has fingerprint {trunk.fingerprint}; its weights or settings differ"
         )
     return trunk
+
+
+def trunk_arrays(state: BundleState, trunk: TrunkBase | None) -> dict[str, np.ndarray]:
+    """The trunk's fitted arrays (a hashing part's idf), stored in ``heads.safetensors``:
+    those of ``trunk``, the trunk built from ``state`` when one was, else the state's."""
+    return dict(trunk.state() if trunk is not None else state.trunk_state)
 
 
 def save_folder(
@@ -202,8 +208,7 @@ def _write(
         for key, arr in ts.items():
             tensors[f"heads/{name}/{key}"] = arr
     if shared is None and not _trunk_in_graph(state, trunk):
-        weights = trunk.state() if trunk is not None else state.trunk_state
-        for key, arr in weights.items():
+        for key, arr in trunk_arrays(state, trunk).items():
             tensors[f"trunk/{key}"] = np.ascontiguousarray(arr)
     _save_data(state, folder)
     blob = st_save(tensors, metadata={"generation": generation, "bundle_json": text})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from ..errors import BundleError
 from ..trunks.registry import spec_graph
@@ -57,7 +57,7 @@ def save_tiers(bundle: Any, tiers: Mapping[int, Any]) -> dict[int, Path]:
                 f"tier {tier}: give a bundle on this bundle's byte trunk at tier {tier}"
             )
         # the same weights: the parent's graph and weights files, named from tiers/<dim>/
-        cast("Any", trunk).share_graph(path, *graph)
+        trunk.share_graph(path, *graph)
         sub.share_trunk_weights(f"../../{HEADS_FILE}", (path / HEADS_FILE).resolve())
         out[tier] = sub.save(path / TIERS_DIR / str(tier))
     return out

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .._text import loads_json
+from .._text import loads_json, one_line
 from ..errors import ConfigError, DataError, one_of, require
 
 __all__ = [
@@ -179,13 +179,9 @@ def _check_parquet(fh: IO[bytes], name: str | Path, start: bytes) -> None:
     try:
         pq.ParquetFile(fh)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise DataError(f"cannot read {name}: not a Parquet file ({_one_line(exc)})") from None
+        raise DataError(f"cannot read {name}: not a Parquet file ({one_line(exc)})") from None
     finally:
         fh.seek(0)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 # -- rows ---------------------------------------------------------------------------
@@ -332,7 +328,7 @@ def _located(path: str | Path, rows: Iterator[Any], lines: _Lines | None = None)
         raise DataError(f"cannot read {path}: {exc}") from None
     except (OSError, EOFError, zlib.error) as exc:
         after = f" after line {lines.count}" if lines is not None and lines.count else ""
-        raise DataError(f"cannot read {path}: broken{after} ({_one_line(exc)})") from None
+        raise DataError(f"cannot read {path}: broken{after} ({one_line(exc)})") from None
 
 
 def read_rows(
@@ -415,14 +411,14 @@ def _parquet_chunks(
         wanted = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
         batches = pf.iter_batches(batch_size=size, columns=wanted)
     except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise DataError(f"cannot read {path}: not a Parquet file ({_one_line(exc)})") from None
+        raise DataError(f"cannot read {path}: not a Parquet file ({one_line(exc)})") from None
     done = 0
     while True:
         try:
             batch = next(batches, None)
         except Exception as exc:  # a broken page or column chunk
             raise DataError(
-                f"cannot read {path}: broken after row {done} ({_one_line(exc)})"
+                f"cannot read {path}: broken after row {done} ({one_line(exc)})"
             ) from None
         if batch is None:
             return

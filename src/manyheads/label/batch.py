@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._text import unicode_problem
+from .._text import one_line, unicode_problem
 from ..data.tables import Chunk
 from ..errors import DataError, require
 from .formats import answer_cells, head_fields, json_line, writable
@@ -73,12 +73,17 @@ def _table(records: list[dict[str, Any]], chunk: Chunk, name: str) -> Any:
     try:
         return pa.table({k: [r.get(k) for r in records] for k in names})
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        first, last = chunk.numbers[0], chunk.numbers[-1]
-        raise DataError(
-            f"cannot label {name} on Ray: its rows {first} to {last} mix types one Arrow "
-            f"column cannot hold ({' '.join(str(exc).split())[:200]}); label it with the "
-            "local engine"
-        ) from None
+        rows = f"its rows {chunk.numbers[0]} to {chunk.numbers[-1]}"
+        raise _mixed_types(name, rows, exc) from None
+
+
+def _mixed_types(name: str, rows: str, exc: BaseException) -> DataError:
+    """The refusal of an input whose ``rows`` hold values no one Arrow type per column
+    holds."""
+    return DataError(
+        f"cannot label {name} on Ray: {rows} mix types one Arrow column cannot hold "
+        f"({one_line(exc)}); label it with the local engine"
+    )
 
 
 def one_schema(schemas: list[Any], last: list[str], name: str) -> Any:
@@ -91,10 +96,7 @@ def one_schema(schemas: list[Any], last: list[str], name: str) -> Any:
     try:
         schema = pa.unify_schemas(schemas, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise DataError(
-            f"cannot label {name} on Ray: its rows mix types one Arrow column cannot hold "
-            f"({' '.join(str(exc).split())[:200]}); label it with the local engine"
-        ) from None
+        raise _mixed_types(name, "its rows", exc) from None
     fields = [f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema]
     return pa.schema(
         [f for f in fields if f.name not in last] + [f for f in fields if f.name in last]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._text import one_line
 from ..bundle import Bundle, bundle_folder
 from ..data.tables import (
     check_stream,
@@ -98,7 +99,7 @@ class _Place:
         try:
             return self.fs.open_input_file(self.path)
         except OSError as exc:
-            raise DataError(f"cannot read {self.shown}: {_one_line(exc)}") from None
+            raise DataError(f"cannot read {self.shown}: {one_line(exc)}") from None
 
     def read(self) -> bytes:
         with self.fs.open_input_stream(self.path, compression=None) as fh:
@@ -288,10 +289,6 @@ def _root_cause(exc: BaseException) -> BaseException:
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return (lines[0] if lines else type(exc).__name__)[:300]
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def output_format_of(output: str | os.PathLike[str], output_format: str | None) -> str:
