@@ -71,6 +71,9 @@ class ServiceMetrics:
         self.updates = prom.Counter(
             "manyheads_head_updates", "Head changes applied", ["action"], registry=r
         )
+        self.feedback = prom.Counter(
+            "manyheads_feedback_rows", "Corrections kept, per head", ["head"], registry=r
+        )
         self.reloads = prom.Counter(
             "manyheads_bundle_reloads", "Bundle reloads after a change on disk", registry=r
         )

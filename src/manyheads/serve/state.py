@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,12 @@ def _read_generation(folder: Path) -> str | None:
         return None
     gen = doc.get("generation") if doc else None
     return gen if isinstance(gen, str) else None
+
+
+def _update(bundle: Any, heads: list[str], min_feedback: int) -> Any:
+    """Update ``heads`` of ``bundle`` unless another update runs on its folder; the
+    caller saves."""
+    return bundle.update_heads(heads, min_feedback=min_feedback, wait=False, save=False)
 
 
 def _warm(bundle: Any) -> None:
@@ -124,8 +131,11 @@ class Service:
 
     # -- head changes ------------------------------------------------------
 
-    async def change(self, action: str, fn: Callable[[Any], Any]) -> Any:
-        """Apply ``fn`` to a copy of the bundle, save it, then serve it."""
+    async def change(
+        self, action: str, fn: Callable[[Any], Any], after: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """Apply ``fn`` to a copy of the bundle, save it (then ``after`` on it), then
+        serve it. Answers go on from the bundle served meanwhile."""
         assert self.write_lock is not None
         async with self.write_lock:
             current = self.bundle
@@ -137,6 +147,8 @@ class Service:
                 new = current.copy()
                 result = fn(new)
                 new.save(self.path)
+                if after is not None:
+                    after(new)
                 return new, result
 
             try:
@@ -147,6 +159,46 @@ class Service:
             self.metrics.updates.labels(action).inc()
             log.info("head change: %s (generation %s)", action, new.generation)
             return result
+
+    # -- corrections and learning ----------------------------------------------
+
+    async def add_feedback(self, texts: list[str], labels: dict[str, list[Any]]) -> dict:
+        """Keep corrections with the bundle (on disk when this returns)."""
+        bundle, limits = self.bundle, self.config.feedback_limits
+        try:
+            kept = await asyncio.to_thread(bundle.add_feedback, texts, labels, limits=limits)
+        except ManyheadsError as exc:
+            raise http_error(exc) from exc
+        for head, n in kept.items():
+            self.metrics.feedback.labels(head).inc(n)
+        return dict(kept)
+
+    def _due(self) -> list[str]:
+        """The heads with ``learn_after`` corrections no update has judged."""
+        counts = self.bundle.feedback_counts()
+        after = self.config.learn_after
+        return [h for h, c in counts.items() if h in self.bundle.heads and c["new"] >= after]
+
+    async def learn(self) -> None:
+        """Update heads in the background as corrections come (``serve --learn``): every
+        ``learn_check_s``, each head with ``learn_after`` new corrections is refitted on
+        a copy of the bundle and promoted only when not worse (the guard of
+        :mod:`manyheads.learn.update`); answering goes on meanwhile. One update runs on
+        a bundle folder at a time, whichever replica starts it."""
+        while True:
+            await asyncio.sleep(self.config.learn_check_s)
+            try:
+                due = await asyncio.to_thread(self._due)
+                if not due:
+                    continue
+                update = partial(_update, heads=due, min_feedback=self.config.learn_after)
+                report = await self.change("update", update, after=lambda b: b.drop_folded())
+                for h in report.heads:
+                    log.info("update of head %s: %s", h.head, h.reason)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # another replica updating, a bad row: try later
+                log.warning("manyheads: no update this time: %s", exc)
 
     async def watch(self) -> None:
         """Reload the bundle when its folder holds another generation than the one served."""
