@@ -11,6 +11,7 @@ from . import (
     absorb,
     copy,
     diagnose,
+    drift,
     evaluate,
     export,
     finetune,
@@ -45,6 +46,7 @@ app.command("eval")(evaluate.eval_)
 app.command()(diagnose.diagnose)
 app.command()(predict.predict)
 app.command()(label.label)
+app.command()(drift.drift)
 app.command("export")(export.export)
 app.command("copy")(copy.copy)
 app.command()(serve.serve)

@@ -6,9 +6,10 @@ each label it gave (a "no label" bucket for the answers without one: a multilabe
 hierarchical answer in which no label reached its threshold, or a blank text), a
 histogram of its confidence in ten fixed bins over [0, 1], the mean confidence and
 the number of rows. The confidence of an answer is its score (multiclass, binary:
-the probability of the label given) or the highest of its scores (multilabel,
-hierarchical; an answer without scores has no confidence). A head trained before
-references were kept has none: its row says so and it never alarms.
+the probability of the label given) or the highest score of the labels it gives
+(multilabel, hierarchical: an answer with no label, or without scores, has none). A
+head trained before references were kept has none: its row says so and it never
+alarms.
 
 **The distances.** A window of answers is compared with the reference twice, on the
 labels given and on the confidence histogram, each with two distances of scipy:
@@ -122,20 +123,18 @@ def answer_labels(answer: Mapping[str, Any] | None) -> list[str]:
 
 
 def answer_confidence(answer: Mapping[str, Any] | None) -> float | None:
-    """An answer's confidence: its score, or the highest of its scores (multilabel,
-    hierarchical); None when it has none."""
+    """An answer's confidence: its score, or (multilabel, hierarchical) the highest
+    score of the labels it gives; None when it has none (no label, no scores)."""
     if not answer:
         return None
     if "labels" not in answer:
         score = answer.get("score")
         return None if score is None else float(score)
     scores = answer.get("scores")
-    if isinstance(scores, Mapping) and scores:
-        return float(max(scores.values()))
-    if isinstance(scores, list) and scores:  # a flat file's list of the labels' scores
-        values = [float(s) for s in scores if s is not None]
-        return max(values) if values else None
-    return None
+    if not isinstance(scores, Mapping) or not scores:
+        return None
+    given = [scores[lab] for lab in answer.get("labels") or () if scores.get(lab) is not None]
+    return float(max(given)) if given else None
 
 
 def _bin(confidence: float) -> int:
