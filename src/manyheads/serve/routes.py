@@ -203,6 +203,18 @@ async def list_heads(request: Request) -> Any:
     }
 
 
+async def drift(request: Request) -> Any:
+    _need_key(request, write=False)
+    service = _service(request)
+    _ready(service)
+    rows = await asyncio.to_thread(service.drift_report)
+    return {
+        "window": service.drift.settings.window,
+        "alarm": any(row["alarm"] for row in rows.values()),
+        "heads": [{"name": name, **row} for name, row in rows.items()],
+    }
+
+
 async def get_head(name: str, request: Request) -> Any:
     _need_key(request, write=False)
     bundle = _ready(_service(request))
@@ -311,6 +323,13 @@ _route(
     list_heads,
     "Heads: names, kinds, labels, validation metrics",
     schemas.HeadsResponse,
+)
+_route(
+    "GET",
+    "/v1/drift",
+    drift,
+    "Each head's drift: its last answers against its reference",
+    schemas.DriftResponse,
 )
 _route(
     "GET",
