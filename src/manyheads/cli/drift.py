@@ -11,7 +11,9 @@ import typer
 from .common import split_names, table
 from .options import (
     ANY_BUNDLE,
+    BATCH_SIZE,
     HEADS,
+    JSON,
     LONG_TEXTS,
     MAX_CHARS,
     TEXT_FIELD,
@@ -65,11 +67,11 @@ def drift_lines(heads: dict[str, dict[str, Any]]) -> str:
         "Judge only the last WINDOW rows (default: every row).",
         None,
     ),
-    option("batch_size", int, "--batch-size", "Texts per trunk pass.", 256),
+    BATCH_SIZE,
     TIER,
     MAX_CHARS,
     LONG_TEXTS,
-    option("as_json", bool, "--json", "Print one JSON object.", False),
+    JSON,
 )
 def drift(**options: Any) -> None:
     """Each head's drift over INPUT against its reference (its answers on its validation

@@ -14,7 +14,18 @@ if TYPE_CHECKING:
 
 from ..errors import ManyheadsError
 from .common import split_names
-from .options import ANY_BUNDLE, HEADS, MAX_CHARS, TEXT_FIELD, TIER, argument, command, option, take
+from .options import (
+    ANY_BUNDLE,
+    BATCH_SIZE,
+    HEADS,
+    MAX_CHARS,
+    TEXT_FIELD,
+    TIER,
+    argument,
+    command,
+    option,
+    take,
+)
 
 
 @command(
@@ -39,7 +50,7 @@ from .options import ANY_BUNDLE, HEADS, MAX_CHARS, TEXT_FIELD, TIER, argument, c
         "A field naming each row, copied into the errors file.",
         None,
     ),
-    option("batch_size", int, "--batch-size", "Texts per trunk pass.", 256),
+    BATCH_SIZE,
     option(
         "output_format",
         str | None,

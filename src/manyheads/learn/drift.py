@@ -270,10 +270,11 @@ def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]
         return row | {"reason": NO_REFERENCE}
     conf = ref.get("confidence") or {}
     ref_mean = conf.get("mean")
+    change = None if mean is None or ref_mean is None else mean - float(ref_mean)
     row |= {
         "reference_n": int(ref.get("n", 0)),
         "reference_confidence": _r(ref_mean),
-        "confidence_change": _r(mean - ref_mean) if None not in (mean, ref_mean) else None,
+        "confidence_change": _r(change),
         "reference_no_label_share": _r(ref.get("no_label_share")),
     }
     if not t.rows:
