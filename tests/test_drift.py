@@ -302,3 +302,13 @@ def test_the_service_reports_drift_and_its_gauges(bundle, rows, start_server, tm
         assert client.post("/v1/heads/library/train", json=body).status_code == 200
         heads = {h["name"]: h for h in client.get("/v1/drift").json()["heads"]}
         assert heads["library"]["window"] == 0 and heads["section"]["window"] == 691
+
+
+def test_a_label_output_starting_with_a_bad_row_is_still_read_as_one(bundle, rows, tmp_path):
+    data = write_jsonl(tmp_path / "in.jsonl", [{"body": "no text"}, *rows["shifted"]])
+    code = main(["label", str(data), "-b", str(bundle.path), "-o", str(tmp_path / "o.jsonl")])
+    assert code == 0
+    first = json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])
+    assert first["section"] is None  # the bad row, kept in the output
+    found = drift_file(bundle.path, tmp_path / "o.jsonl")
+    assert found.source == "labelled" and found.rows == 291 and found.alarm

@@ -103,12 +103,20 @@ def _labelled_answers(
         yield answer
 
 
-def _first_record(path: Path) -> dict[str, Any] | None:
+def _labelled(path: Path, heads: Sequence[str]) -> str | None:
+    """How ``path`` holds the answers of ``heads`` (:func:`_labelled_as`), judged on its
+    first row that is not a bad row of a ``label`` output; None: texts to answer."""
     if not readable(path.name) and not path.is_dir():
         return None  # a plain file of texts
+    rows = 0
     for _, record in read_records(path):
-        return record
-    raise DataError(f"{path}: no rows")
+        rows += 1
+        if all(h in record and record[h] in (None, "") for h in heads) and rows < 100:
+            continue  # a row a label job could not answer: the next one says
+        return _labelled_as(record, heads)
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    return None
 
 
 def drift_file(
@@ -139,8 +147,7 @@ def drift_file(
     bundle = open_bundle(bundle_path, no_cache=True, tier=tier)
     names = list(bundle.resolve_heads(heads))
     info = {name: bundle.head_info[name] for name in names}
-    first = _first_record(path)
-    how = None if first is None else _labelled_as(first, names)
+    how = _labelled(path, names)
     window = DriftWindow(settings)
     window.follow(info)
     rows = 0

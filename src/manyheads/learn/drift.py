@@ -15,7 +15,7 @@ alarms.
 labels given and on the confidence histogram, each with two distances of scipy:
 
 - the population stability index, ``PSI = sum((w - r) * ln(w / r))``: the symmetric
-  Kullback-Leibler divergence (:func:`scipy.stats.entropy` both ways). It is the one
+  Kullback-Leibler divergence (:func:`scipy.special.rel_entr` both ways). It is the one
   that alarms: its behaviour on equal distributions is known (for counts of ``n_ref``
   and ``n_win`` rows it is close to ``chi2(k - 1) / n_eff`` with
   ``1 / n_eff = 1 / n_ref + 1 / n_win``: the chi-squared statistic of the two samples),
@@ -146,7 +146,7 @@ class _Tally:
     """Counts of a head's answers: labels given, confidence bins, rows."""
 
     labels: Counter[str] = field(default_factory=Counter)
-    bins: np.ndarray = field(default_factory=lambda: np.zeros(BINS, dtype=np.int64))
+    bins: list[int] = field(default_factory=lambda: [0] * BINS)
     confidence_sum: float = 0.0
     confidence_n: int = 0
     rows: int = 0
@@ -154,9 +154,12 @@ class _Tally:
 
     def add(self, answer: Mapping[str, Any] | None) -> None:
         labels = answer_labels(answer)
-        self.labels.update(labels)
+        if len(labels) == 1:
+            self.labels[labels[0]] += 1
+            self.no_label += labels[0] == NO_LABEL
+        else:
+            self.labels.update(labels)
         self.rows += 1
-        self.no_label += labels == [NO_LABEL]
         confidence = answer_confidence(answer)
         if confidence is not None:
             self.bins[_bin(confidence)] += 1
@@ -224,7 +227,8 @@ def _distances(
     """``(PSI, JS distance, PSI threshold)`` of window counts ``win`` (``win_n`` rows)
     against reference shares ``ref`` (``ref_n`` rows)."""
     from scipy.spatial.distance import jensenshannon
-    from scipy.stats import chi2, entropy
+    from scipy.special import rel_entr
+    from scipy.stats import chi2
 
     keys = sorted(k for k in {*ref, *win} if ref.get(k, 0) > 0 or win.get(k, 0) > 0)
     ref_total = sum(ref.values()) or 1.0
@@ -233,7 +237,7 @@ def _distances(
     r = np.array([ref.get(k, 0) / ref_total * ref_n for k in keys]) + s.smoothing
     w = np.array([win.get(k, 0) / win_total * win_n for k in keys]) + s.smoothing
     r, w = r / r.sum(), w / w.sum()
-    psi = float(entropy(w, r) + entropy(r, w))
+    psi = float(np.sum(rel_entr(w, r) + rel_entr(r, w)))  # KL both ways
     js = float(jensenshannon(w, r, base=2)) if len(keys) > 1 else 0.0
     n_eff = 1.0 / (1.0 / max(ref_n, 1.0) + 1.0 / max(win_n, 1.0))
     noise = float(chi2.ppf(1.0 - s.alpha, max(len(keys) - 1, 1))) / n_eff
