@@ -51,16 +51,12 @@ def _rows(path: Path, keep: float, seed: int) -> list[dict[str, Any]]:
 
 
 def _stream(
-    bundle: Bundle,
-    answers: list[dict[str, Any]],
-    every: int,
-    start: int = 0,
-    settings: DriftSettings | None = None,
+    bundle: Bundle, answers: list[dict[str, Any]], every: int, start: int = 0
 ) -> tuple[dict[str, dict[str, float]], dict[str, int | None]]:
     """Feed ``answers`` to a window, judging it every ``every`` rows: per head the largest
     PSI of labels and of confidence seen in a full window (and the largest share of
     its alarm threshold) and the rows after ``start`` until the first alarm."""
-    window = DriftWindow(settings or DriftSettings(window=1000))
+    window = DriftWindow(DriftSettings(window=1000))
     window.follow(bundle.head_info)
     top = {h: {"psi": 0.0, "js": 0.0, "confidence_psi": 0.0, "of_threshold": 0.0}
            for h in bundle.head_info}  # fmt: skip
@@ -90,9 +86,6 @@ def main() -> None:
     parser.add_argument("--trunk", default="hashing")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument(
-        "--block", type=int, action="append", help="Also judge with these block sizes."
-    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     rows = _rows(args.data, 0.4, args.seed)
@@ -138,13 +131,6 @@ def main() -> None:
     order = [i for g in sorted(by_group, key=lambda g: rng.random()) for i in by_group[g]]
     top, first = _stream(bundle, [base[i] for i in order], 50)
     report["stationary, by family"] = {"rows": len(base), "largest": top, "first_alarm": first}
-    for block in args.block or []:
-        settings = DriftSettings(block=block)
-        family = [base[i] for i in order]
-        report[f"block {block}"] = {
-            "stationary": _stream(bundle, base, 50, settings=settings)[1],
-            "stationary, by family": _stream(bundle, family, 50, settings=settings)[1],
-        }
     lead = base[:5000]
     for name, part in (("unseen languages", lang_shift), ("unseen sections", section_shift)):
         _, first = _stream(bundle, lead + answer(part), 10, start=len(lead))

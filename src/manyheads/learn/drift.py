@@ -28,17 +28,6 @@ Empty cells are smoothed: each label (or bin) seen on either side gets half a co
 on both sides (the Jeffreys prior), so a label the reference never gave does not
 make the PSI infinite; labels neither side gave are left out.
 
-**Clustered streams.** That noise is the noise of rows drawn one by one. A real
-stream often brings related rows together (a package's description in thirty
-languages, one after the other), and its label shares then move more than chance
-from one window to the next. The window is cut into consecutive blocks of ``block``
-rows (default 100) and the homogeneity chi-squared statistic of the blocks' counts
-over its degrees of freedom (:func:`scipy.stats.chi2_contingency`; about 1 for rows
-drawn one by one) measures by how much: the window's share of the noise is
-multiplied by it (``clustering`` in the table). A sudden shift inside the window
-raises it too, until the shifted rows fill most of the window: the alarm then comes
-within about one window.
-
 **The alarm.** A head alarms when its window holds at least ``min_window`` answers
 and the PSI of its labels or of its confidence is over its threshold, the larger of
 ``psi_alarm`` (default 0.25, the usual mark of a major shift) and the
@@ -50,7 +39,6 @@ the inputs come back.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -90,15 +78,13 @@ class DriftSettings:
     ``min_window``: the fewest answers before any alarm; ``psi_alarm``: the smallest
     PSI that alarms; ``alpha``: the chance that a window drawn like the reference is
     over the noise threshold (see the module docstring); ``smoothing``: the count
-    added to each cell seen on either side; ``block``: the rows of each consecutive
-    block of the window whose spread tells how clustered the stream is."""
+    added to each cell seen on either side."""
 
     window: int | None = 1000
     min_window: int = 200
     psi_alarm: float = 0.25
     alpha: float = 1e-4
     smoothing: float = 0.5
-    block: int = 100
 
     def __post_init__(self) -> None:
         if self.window is not None and (
@@ -118,8 +104,6 @@ class DriftSettings:
                 raise ConfigError(f"{name} must be a number, got {value!r}")
             if not low < value <= high:
                 raise ConfigError(f"{name} must be over {low:g} and at most {high:g}, got {value}")
-        if isinstance(self.block, bool) or not isinstance(self.block, int) or self.block < 10:
-            raise ConfigError(f"block must be an integer of at least 10, got {self.block!r}")
         if not isinstance(self.smoothing, int | float) or not 0 < self.smoothing <= 10:
             raise ConfigError(f"smoothing must be over 0 and at most 10, got {self.smoothing!r}")
 
@@ -186,40 +170,12 @@ class _Tally:
     def mean_confidence(self) -> float | None:
         return self.confidence_sum / self.confidence_n if self.confidence_n else None
 
-    def merge(self, other: _Tally) -> None:
-        self.labels.update(other.labels)
-        self.bins = [a + b for a, b in zip(self.bins, other.bins, strict=True)]
-        self.confidence_sum += other.confidence_sum
-        self.confidence_n += other.confidence_n
-        self.rows += other.rows
-        self.no_label += other.no_label
-
 
 def _tally(answers: Iterable[Mapping[str, Any] | None]) -> _Tally:
     tally = _Tally()
     for answer in answers:
         tally.add(answer)
     return tally
-
-
-class _Blocks:
-    """A head's answers in the order they came, counted by consecutive blocks of
-    ``size`` rows (how much the blocks differ tells how clustered the stream is)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.blocks: list[_Tally] = []
-
-    def add(self, answer: Mapping[str, Any] | None) -> None:
-        if not self.blocks or self.blocks[-1].rows >= self.size:
-            self.blocks.append(_Tally())
-        self.blocks[-1].add(answer)
-
-    def total(self) -> _Tally:
-        total = _Tally()
-        for block in self.blocks:
-            total.merge(block)
-        return total
 
 
 # -- the reference ------------------------------------------------------------------
@@ -265,33 +221,11 @@ def head_reference(model: Any, X: Any) -> dict[str, Any]:
 # -- the distances ------------------------------------------------------------------
 
 
-def _clustering(blocks: list[Mapping[str, float]]) -> float:
-    """How many times the chance spread the window's blocks of counts show (at least
-    1): the chi-squared statistic of their homogeneity over its degrees of freedom
-    (:func:`scipy.stats.chi2_contingency`). Rows drawn one by one give about 1; rows
-    that come in clusters (a package's translations, one after the other) more."""
-    from scipy.stats import chi2_contingency
-
-    keys = sorted({k for b in blocks for k, v in b.items() if v > 0})
-    table = np.array([[b.get(k, 0) for k in keys] for b in blocks], dtype=np.float64)
-    table = table[table.sum(axis=1) > 0]
-    if table.shape[0] < 2 or table.shape[1] < 2:
-        return 1.0
-    found = chi2_contingency(table, correction=False)
-    return max(1.0, float(found.statistic) / max(int(found.dof), 1))
-
-
 def _distances(
-    ref: Mapping[str, float],
-    ref_n: float,
-    win: Mapping[str, float],
-    win_n: float,
-    s: DriftSettings,
-    clustering: float = 1.0,
+    ref: Mapping[str, float], ref_n: float, win: Mapping[str, float], win_n: float, s: DriftSettings
 ) -> tuple[float, float, float]:
-    """``(PSI, JS distance, PSI threshold)`` of window counts ``win`` (``win_n`` rows,
-    ``clustering``: as :func:`_clustering` measured them) against reference shares
-    ``ref`` (``ref_n`` rows)."""
+    """``(PSI, JS distance, PSI threshold)`` of window counts ``win`` (``win_n`` rows)
+    against reference shares ``ref`` (``ref_n`` rows)."""
     from scipy.spatial.distance import jensenshannon
     from scipy.special import rel_entr
     from scipy.stats import chi2
@@ -305,7 +239,7 @@ def _distances(
     r, w = r / r.sum(), w / w.sum()
     psi = float(np.sum(rel_entr(w, r) + rel_entr(r, w)))  # KL both ways
     js = float(jensenshannon(w, r, base=2)) if len(keys) > 1 else 0.0
-    n_eff = 1.0 / (1.0 / max(ref_n, 1.0) + clustering / max(win_n, 1.0))
+    n_eff = 1.0 / (1.0 / max(ref_n, 1.0) + 1.0 / max(win_n, 1.0))
     noise = float(chi2.ppf(1.0 - s.alpha, max(len(keys) - 1, 1))) / n_eff
     return psi, js, max(s.psi_alarm, noise)
 
@@ -314,9 +248,8 @@ def _r(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def _row(info: Mapping[str, Any], blocks: _Blocks, s: DriftSettings) -> dict[str, Any]:
+def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]:
     """One head's row of the drift table."""
-    t = blocks.total()
     ref = info.get("reference")
     mean = t.mean_confidence
     row: dict[str, Any] = {
@@ -326,7 +259,6 @@ def _row(info: Mapping[str, Any], blocks: _Blocks, s: DriftSettings) -> dict[str
         "psi": None,
         "js": None,
         "psi_threshold": None,
-        "clustering": None,
         "confidence_psi": None,
         "confidence_js": None,
         "confidence_threshold": None,
@@ -353,17 +285,13 @@ def _row(info: Mapping[str, Any], blocks: _Blocks, s: DriftSettings) -> dict[str
         return row | {"reason": "no answers yet"}
     # labels on the scale of rows (a multilabel answer gives several, or none)
     ref_rows = float(ref.get("n", 0))
-    spread = _clustering([b.labels for b in blocks.blocks])
-    psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s, spread)
-    row |= {"psi": _r(psi), "js": _r(js), "psi_threshold": _r(limit), "clustering": _r(spread)}
+    psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s)
+    row |= {"psi": _r(psi), "js": _r(js), "psi_threshold": _r(limit)}
     moved = [f"labels PSI {psi:.3f} > {limit:.3f}"] if psi > limit else []
     ref_bins = {str(i): float(v) for i, v in enumerate(conf.get("shares") or ())}
     if t.confidence_n and ref_bins and conf.get("n"):
         win_bins = {str(i): float(v) for i, v in enumerate(t.bins)}
-        cspread = _clustering([{str(i): v for i, v in enumerate(b.bins)} for b in blocks.blocks])
-        cpsi, cjs, climit = _distances(
-            ref_bins, float(conf["n"]), win_bins, t.confidence_n, s, cspread
-        )
+        cpsi, cjs, climit = _distances(ref_bins, float(conf["n"]), win_bins, t.confidence_n, s)
         row |= {"confidence_psi": _r(cpsi), "confidence_js": _r(cjs)}
         row["confidence_threshold"] = _r(climit)
         if cpsi > climit:
@@ -395,12 +323,12 @@ def drift_table(
     ``confidence_change``, ``no_label_share``, ``alarm``, ``reason``... (see the module
     docstring)."""
     s = _settings(settings)
-    found = {name: _Blocks(s.block) for name in head_info}
+    tallies = {name: _Tally() for name in head_info}
     for answer in answers:
-        for name, blocks in found.items():
+        for name, tally in tallies.items():
             if name in answer:
-                blocks.add(answer[name])
-    return {name: _row(info, found[name], s) for name, info in head_info.items()}
+                tally.add(answer[name])
+    return {name: _row(info, tallies[name], s) for name, info in head_info.items()}
 
 
 # -- the rolling window -------------------------------------------------------------
@@ -430,7 +358,7 @@ class DriftWindow:
         self._seen = 0  # rows observed so far
         self._since: dict[str, int] = {}  # a head's window starts at this row
         self._identity: dict[str, tuple[Any, ...]] = {}
-        self._totals: dict[str, _Blocks] = {}  # window None: running counts
+        self._totals: dict[str, _Tally] = {}  # window None: running counts
 
     def observe(self, answers: Sequence[Mapping[str, Any]]) -> None:
         """Add answers (one dict per text, ``{head: answer}``) to the window."""
@@ -443,7 +371,7 @@ class DriftWindow:
                 for answer in answers:
                     for name, out in answer.items():
                         if start >= self._since.get(name, 0):
-                            self._totals.setdefault(name, _Blocks(self.settings.block)).add(out)
+                            self._totals.setdefault(name, _Tally()).add(out)
                 return
             self._batches.append((start, answers))
             self._rows += len(answers)
@@ -471,25 +399,25 @@ class DriftWindow:
         with self._lock:
             batches = list(self._batches)
             since = dict(self._since)
-            totals = {n: copy.deepcopy(t) for n, t in self._totals.items() if n in head_info}
+            totals = {n: t for n, t in self._totals.items() if n in head_info}
             window = self.settings.window
             seen = self._seen
         if window is None:
             return {
-                name: _row(info, totals.get(name, _Blocks(self.settings.block)), self.settings)
+                name: _row(info, totals.get(name, _Tally()), self.settings)
                 for name, info in head_info.items()
             }
         first = max(0, seen - window)  # the oldest row still in the window
-        found = {name: _Blocks(self.settings.block) for name in head_info}
+        tallies = {name: _Tally() for name in head_info}
         for start, batch in batches:
             for i, answer in enumerate(batch):
                 row = start + i
                 if row < first:
                     continue
-                for name, blocks in found.items():
+                for name, tally in tallies.items():
                     if row >= since.get(name, 0) and name in answer:
-                        blocks.add(answer[name])
-        return {name: _row(info, found[name], self.settings) for name, info in head_info.items()}
+                        tally.add(answer[name])
+        return {name: _row(info, tallies[name], self.settings) for name, info in head_info.items()}
 
     @property
     def size(self) -> int:

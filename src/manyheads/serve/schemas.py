@@ -167,10 +167,6 @@ class HeadDrift(BaseModel):
     psi: float | None = Field(description="Population stability index of the labels given.")
     js: float | None = Field(description="Jensen-Shannon distance (base 2) of the labels.")
     psi_threshold: float | None = Field(description="The labels' PSI that alarms.")
-    clustering: float | None = Field(
-        description="How many times the chance spread the window's blocks of answers show "
-        "(1: rows independent; more: rows that come in clusters); it raises the thresholds."
-    )
     confidence_psi: float | None = Field(description="PSI of the confidence histogram.")
     confidence_js: float | None
     confidence_threshold: float | None
