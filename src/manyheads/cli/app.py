@@ -11,6 +11,7 @@ from . import (
     absorb,
     copy,
     diagnose,
+    drift,
     evaluate,
     export,
     finetune,
@@ -50,6 +51,7 @@ app.command()(predict.predict)
 app.command()(label.label)
 app.command()(learn.feedback)
 app.command()(learn.update)
+app.command()(drift.drift)
 app.command("export")(export.export)
 app.command("copy")(copy.copy)
 app.command()(serve.serve)

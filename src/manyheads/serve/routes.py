@@ -183,7 +183,8 @@ async def readyz(request: Request) -> Any:
 
 async def metrics(request: Request) -> Any:
     _need_key(request, write=False)
-    body, content_type = _service(request).metrics.render()
+    # in a worker thread: the drift gauges count each head's window
+    body, content_type = await asyncio.to_thread(_service(request).metrics.render)
     return Response(body, media_type=content_type)
 
 
@@ -243,6 +244,18 @@ async def rollback_head(name: str, request: Request) -> Any:
         "rollback", lambda b: b.rollback_head(name, asked.to, save=False)
     )
     return {"name": name, "action": "rollback", "generation": generation}
+
+
+async def drift(request: Request) -> Any:
+    _need_key(request, write=False)
+    service = _service(request)
+    _ready(service)
+    rows = await asyncio.to_thread(service.drift_report)
+    return {
+        "window": service.drift.settings.window,
+        "alarm": any(row["alarm"] for row in rows.values()),
+        "heads": [{"name": name, **row} for name, row in rows.items()],
+    }
 
 
 async def get_head(name: str, request: Request) -> Any:
@@ -353,6 +366,13 @@ _route(
     list_heads,
     "Heads: names, kinds, labels, validation metrics",
     schemas.HeadsResponse,
+)
+_route(
+    "GET",
+    "/v1/drift",
+    drift,
+    "Each head's drift: its last answers against its reference",
+    schemas.DriftResponse,
 )
 _route(
     "GET",

@@ -25,10 +25,12 @@ from .._text import unicode_problem
 from ..heads.kinds import HEAD_TYPES, KINDS
 
 __all__ = [
+    "DriftResponse",
     "ErrorResponse",
     "FeedbackRequest",
     "FeedbackResponse",
     "HeadChange",
+    "HeadDrift",
     "HeadInfo",
     "HeadPayload",
     "HeadsResponse",
@@ -214,6 +216,35 @@ class HeadChange(BaseModel):
     heads: list[str]
 
 
+class HeadDrift(BaseModel):
+    """One head's drift: its window of answers against its reference (the answers it
+    gave on its validation split), see ``manyheads.learn.drift``."""
+
+    name: str
+    kind: str | None
+    window: int = Field(description="Answers in the head's window.")
+    reference_n: int | None = Field(description="Rows of the reference (None: none kept).")
+    psi: float | None = Field(description="Population stability index of the labels given.")
+    js: float | None = Field(description="Jensen-Shannon distance (base 2) of the labels.")
+    psi_threshold: float | None = Field(description="The labels' PSI that alarms.")
+    confidence_psi: float | None = Field(description="PSI of the confidence histogram.")
+    confidence_js: float | None
+    confidence_threshold: float | None
+    mean_confidence: float | None
+    reference_confidence: float | None
+    confidence_change: float | None = Field(description="Mean confidence minus reference's.")
+    no_label_share: float | None = Field(description="Share of answers with no label.")
+    reference_no_label_share: float | None
+    alarm: bool
+    reason: str
+
+
+class DriftResponse(BaseModel):
+    window: int | None = Field(description="The answers a head's window holds at most.")
+    alarm: bool = Field(description="Whether any head alarms.")
+    heads: list[HeadDrift]
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str
@@ -227,7 +258,7 @@ MODELS: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (
         PredictRequest, PredictResponse, TrainRequest, TrainResponse, HeadPayload,
-        HeadInfo, HeadsResponse, HeadChange, ErrorResponse,
+        HeadInfo, HeadsResponse, HeadChange, HeadDrift, DriftResponse, ErrorResponse,
     )
 }  # fmt: skip
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FingerprintMismatchError, ManyheadsError
-from .batcher import MicroBatcher
+from ..learn.drift import DriftWindow
+from .batcher import MicroBatcher, Pass
 from .config import ServeConfig
 from .errors import http_error
 
@@ -71,6 +72,9 @@ class Service:
             queue_depth=lambda: self.batcher.depth if self.batcher else 0,
             n_heads=lambda: len(self.bundle.heads) if self.bundle is not None else 0,
         )
+        # each head's last answers, against its reference (GET /v1/drift, /metrics)
+        self.drift = DriftWindow()
+        self.metrics.watch_drift(self.drift_report)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -106,13 +110,26 @@ class Service:
             max_wait_ms=self.config.max_wait_ms,
             max_pass_chars=self.config.max_pass_chars,
             max_pass_work=self._pass_work(bundle),
-            observe=self.metrics.observe_pass,
+            observe=self._observe_pass,
         )
         self.batcher.start()
         self.ready = True
 
+    def _observe_pass(self, done: Pass) -> None:
+        """After each trunk pass, in the worker thread: the metrics, and the answers kept
+        for drift (kept only: they are counted when drift is asked for)."""
+        self.metrics.observe_pass(done)
+        self.drift.observe(done.answers)
+
+    def drift_report(self) -> dict[str, dict[str, Any]]:
+        """Each served head's drift over the answers of its window."""
+        bundle = self.bundle
+        return {} if bundle is None else self.drift.report(bundle.head_info)
+
     def _serve(self, bundle: Any) -> None:
-        """Serve ``bundle`` from now on; metric series of heads and labels it lacks go."""
+        """Serve ``bundle`` from now on; metric series of heads and labels it lacks go,
+        and the drift window of a head replaced starts again."""
+        self.drift.follow(bundle.head_info)
         self.bundle, self.generation = bundle, bundle.generation
         self.metrics.keep_heads({n: [str(v) for v in bundle.labels(n)] for n in bundle.heads})
         if self.batcher is not None:
