@@ -45,8 +45,10 @@ def test_schema_documents_every_endpoint_and_body(tmp_path):
         "/readyz",
         "/metrics",
         "/v1/drift",
+        "/v1/feedback",
         "/v1/heads",
         "/v1/heads/{name}",
+        "/v1/heads/{name}/rollback",
         "/v1/heads/{name}/train",
         "/v1/predict",
     }
