@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -161,14 +162,16 @@ def _path(folder: Path) -> Path:
     return own_path(folder, FEEDBACK_FILE)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """``(end offset, line)`` of each finished line of ``path`` (none if it is missing)."""
+def _lines(path: Path, start: int = 0) -> Iterator[tuple[int, bytes]]:
+    """``(end offset, line)`` of each finished line of ``path`` from byte ``start`` on
+    (none if it is missing)."""
     try:
         fh = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return
     with fh:
-        offset = 0
+        fh.seek(start)
+        offset = start
         for line in fh:
             if not line.endswith(b"\n"):
                 return  # a writer killed mid-line: never acknowledged
@@ -184,10 +187,45 @@ def _parse(line: bytes, path: Path) -> FeedbackRow:
         raise DataError(f"{path}: a feedback row cannot be read ({exc})") from None
 
 
+@dataclass(frozen=True)
+class _Read:
+    """A log as read up to byte ``end`` of the file ``ino`` (appends only add to it;
+    a rewrite is another file)."""
+
+    ino: int
+    end: int
+    rows: tuple[FeedbackRow, ...]
+
+
+_READ: dict[str, _Read] = {}
+_READ_GUARD = threading.Lock()
+
+
+def _scan(path: Path) -> _Read:
+    """The finished rows of the log at ``path``: only what was appended since it was
+    last read here is parsed (a service counts its corrections often)."""
+    key = os.path.realpath(path)
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return _Read(0, 0, ())
+    ino = stat.st_ino
+    with _READ_GUARD:
+        known = _READ.get(key)
+    if known is None or known.ino != ino or stat.st_size < known.end:
+        known = _Read(ino, 0, ())
+    rows, end = list(known.rows), known.end
+    for end, line in _lines(path, known.end):  # noqa: B007 (the last end is kept)
+        rows.append(_parse(line, path))
+    found = _Read(ino, end, tuple(rows))
+    with _READ_GUARD:
+        _READ[key] = found
+    return found
+
+
 def read_rows(folder: Path) -> list[FeedbackRow]:
     """Every kept correction of the bundle at ``folder``, oldest first."""
-    path = _path(folder)
-    return [_parse(line, path) for _, line in _lines(path)]
+    return list(_scan(_path(folder)).rows)
 
 
 def _floor(folder: Path) -> int:
@@ -203,10 +241,9 @@ def _floor(folder: Path) -> int:
 
 def _tail(folder: Path, path: Path) -> tuple[int, int, int]:
     """``(rows, last id, end of the last finished line)`` of the log at ``path``."""
-    rows, last, end = 0, _floor(folder), 0
-    for offset, line in _lines(path):
-        rows, last, end = rows + 1, _parse(line, path).id, offset
-    return rows, last, end
+    found = _scan(path)
+    last = found.rows[-1].id if found.rows else _floor(folder)
+    return len(found.rows), last, found.end
 
 
 def append_rows(folder: Path, rows: Sequence[Mapping[str, Any]], limits: FeedbackLimits) -> int:

@@ -23,6 +23,7 @@ from .feedback import (
     pending_counts,
     read_rows,
 )
+from .format import KeptData, data_hash
 from .history import KEEP, generation_of, history_entry, read_generation
 
 __all__ = [
@@ -46,11 +47,18 @@ def folder_of(bundle: Any) -> Path:
 
 
 def promote_head(
-    bundle: Any, name: str, candidate: Any, marks: dict[str, int], why: str, keep: int = KEEP
+    bundle: Any,
+    name: str,
+    candidate: Any,
+    marks: dict[str, int],
+    why: str,
+    keep: int = KEEP,
+    data: KeptData | None = None,
 ) -> int:
-    """Put ``candidate``'s head ``name`` (and its kept data) in ``bundle`` as the next
-    generation; the head it replaces goes into the history (at most ``keep``
-    generations kept). Returns the new generation."""
+    """Put ``candidate``'s head ``name`` in ``bundle`` as the next generation, keeping
+    ``data`` as its training data (default: the candidate's); the head it replaces
+    goes into the history (at most ``keep`` generations kept). Returns the new
+    generation."""
     folder = folder_of(bundle)
     info = bundle.head_info[name]
     entry = history_entry(folder, bundle.export_head(name), info, why)
@@ -61,8 +69,11 @@ def promote_head(
     new_info["history"] = [entry, *_entries(info)][:keep]
     new_info["feedback"] = dict(marks)
     new_info["last_update"] = _last_update(True, why, marks)
-    rel = candidate.head_info[name].get("data")
-    data = None if rel is None else candidate.state.data.get(rel)
+    if data is None:
+        rel = candidate.head_info[name].get("data")
+        data = None if rel is None else candidate.state.data.get(rel)
+    else:
+        new_info["data_hash"] = data_hash(data[0], data[1])
     bundle.add_head(name, candidate.heads[name], info=new_info, data=data)
     return generation
 
@@ -187,16 +198,33 @@ class InProduction:
     ) -> dict[str, int]:
         """Keep corrections with the saved bundle: ``labels[head][i]`` is the label
         ``texts[i]`` should have had from ``head`` (``None``: no correction). Every
-        row is checked first (known heads; labels of the head's kind, known to it,
-        but a multiclass head may learn a new class); on disk (fsync'd) when this
+        row is checked first (:meth:`check_feedback`); on disk (fsync'd) when this
         returns. Returns the rows kept per head. See :mod:`manyheads.bundle.feedback`."""
-        folder = folder_of(self)
+        rows = self.check_feedback(texts, labels, limits=limits)
+        return self.keep_feedback(rows, limits=limits)
+
+    def check_feedback(
+        self,
+        texts: Sequence[str],
+        labels: Mapping[str, Sequence[Any]],
+        *,
+        limits: FeedbackLimits | None = None,
+    ) -> list[dict[str, Any]]:
+        """The rows of corrections as :meth:`add_feedback` keeps them, checked (known
+        heads; labels of the head's kind, known to it, but a multiclass head may
+        learn a new class); one :class:`~manyheads.errors.DataError` otherwise."""
         heads = {
             n: (self.head_info[n], self.labels(n), getattr(h, "path_sep", None))
             for n, h in self.heads.items()
         }
-        rows = check_feedback(texts, labels, heads, limits or FeedbackLimits())
-        append_rows(folder, rows, limits or FeedbackLimits())
+        return check_feedback(texts, labels, heads, limits or FeedbackLimits())
+
+    def keep_feedback(
+        self, rows: Sequence[Mapping[str, Any]], *, limits: FeedbackLimits | None = None
+    ) -> dict[str, int]:
+        """Append rows :meth:`check_feedback` made to the saved bundle's log, durably;
+        the rows kept per head."""
+        append_rows(folder_of(self), rows, limits or FeedbackLimits())
         counts: dict[str, int] = {}
         for row in rows:
             for head in row["labels"]:
@@ -219,12 +247,19 @@ class InProduction:
         return drop_folded(self, folder_of(self))
 
     def promote_head(
-        self, name: str, candidate: Any, marks: dict[str, int], why: str, *, keep: int = KEEP
+        self,
+        name: str,
+        candidate: Any,
+        marks: dict[str, int],
+        why: str,
+        *,
+        keep: int = KEEP,
+        data: KeptData | None = None,
     ) -> int:
         """Make ``candidate``'s head ``name`` this bundle's next generation of it (the
-        current one kept in its history, at most ``keep`` generations); the new
-        generation."""
-        return promote_head(self, name, candidate, marks, why, keep)
+        current one kept in its history, at most ``keep`` generations), ``data`` its
+        kept training data (default: the candidate's); the new generation."""
+        return promote_head(self, name, candidate, marks, why, keep, data)
 
     def mark_feedback(self, name: str, marks: dict[str, int], why: str) -> None:
         """Record which corrections an update of head ``name`` judged, and why it kept

@@ -110,6 +110,13 @@ LIMITS = (
         100,
     ),
     option(
+        "learn_check_s",
+        float,
+        "--learn-check",
+        "Seconds between counts of the corrections (with --learn).",
+        5.0,
+    ),
+    option(
         "max_feedback",
         int,
         "--max-feedback",

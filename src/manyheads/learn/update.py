@@ -21,10 +21,11 @@ update has judged yet:
    when ``mean(d) >= -margin * se`` (``margin`` default 2: a loss smaller than twice
    its noise is not evidence of a loss). It is promoted when it is not worse on both.
    A set with no rows does not vote; with neither, nothing is promoted.
-5. A promoted head is fitted once more on every row (kept, corrections and the
-   held-back ones), saved with the next generation, its predecessor kept in its
-   history; a kept head records that its corrections were judged, so they count
-   again only with new ones.
+5. The candidate judged is the head promoted: saved with the next generation, its
+   predecessor kept in its history. Its kept training data holds every correction it
+   was judged with, the held-back ones too, so the next update learns from them. A
+   kept head records that its corrections were judged, so they count again only with
+   new ones.
 
 The report says per head: rows used, the scores before and after on each set,
 promoted or kept, and why.
@@ -208,10 +209,8 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
         marks["through"] = marks["tried"]
     if not s.dry_run:
         if promoted:
-            texts, labels, groups = _rows_of(kept, pending, name)
-            final = bundle.copy()
-            final.fit_head(name, texts, labels, kind, groups=groups, keep_data=True, **options)
-            generation = bundle.promote_head(name, final, marks, why, keep=s.keep)
+            data = _rows_of(kept, pending, name)
+            generation = bundle.promote_head(name, candidate, marks, why, keep=s.keep, data=data)
         else:
             bundle.mark_feedback(name, marks, why)
     return HeadUpdate(

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..learn.drift import DriftWindow
 from .batcher import MicroBatcher, Pass
 from .config import ServeConfig
 from .errors import http_error
+from .feedback import FeedbackWriter
 
 __all__ = ["Service"]
 
@@ -34,12 +34,6 @@ def _read_generation(folder: Path) -> str | None:
         return None
     gen = doc.get("generation") if doc else None
     return gen if isinstance(gen, str) else None
-
-
-def _update(bundle: Any, heads: list[str], min_feedback: int) -> Any:
-    """Update ``heads`` of ``bundle`` unless another update runs on its folder; the
-    caller saves."""
-    return bundle.update_heads(heads, min_feedback=min_feedback, wait=False, save=False)
 
 
 def _warm(bundle: Any) -> None:
@@ -68,6 +62,7 @@ class Service:
         self.write_lock: asyncio.Lock | None = None
         self._failed_generation: str | None = None
         self._preloaded: Any = None
+        self.feedback = FeedbackWriter()
         self.metrics = ServiceMetrics(
             queue_depth=lambda: self.batcher.depth if self.batcher else 0,
             n_heads=lambda: len(self.bundle.heads) if self.bundle is not None else 0,
@@ -145,6 +140,7 @@ class Service:
         self.ready = False
         if self.batcher is not None:
             await self.batcher.stop()
+        await asyncio.to_thread(self.feedback.close)
 
     # -- head changes ------------------------------------------------------
 
@@ -183,7 +179,8 @@ class Service:
         """Keep corrections with the bundle (on disk when this returns)."""
         bundle, limits = self.bundle, self.config.feedback_limits
         try:
-            kept = await asyncio.to_thread(bundle.add_feedback, texts, labels, limits=limits)
+            rows = bundle.check_feedback(texts, labels, limits=limits)
+            kept = await self.feedback.keep(bundle, rows, limits)
         except ManyheadsError as exc:
             raise http_error(exc) from exc
         for head, n in kept.items():
@@ -198,24 +195,40 @@ class Service:
 
     async def learn(self) -> None:
         """Update heads in the background as corrections come (``serve --learn``): every
-        ``learn_check_s``, each head with ``learn_after`` new corrections is refitted on
-        a copy of the bundle and promoted only when not worse (the guard of
-        :mod:`manyheads.learn.update`); answering goes on meanwhile. One update runs on
-        a bundle folder at a time, whichever replica starts it."""
-        while True:
-            await asyncio.sleep(self.config.learn_check_s)
-            try:
-                due = await asyncio.to_thread(self._due)
-                if not due:
-                    continue
-                update = partial(_update, heads=due, min_feedback=self.config.learn_after)
-                report = await self.change("update", update, after=lambda b: b.drop_folded())
-                for h in report.heads:
-                    log.info("update of head %s: %s", h.head, h.reason)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # another replica updating, a bad row: try later
-                log.warning("manyheads: no update this time: %s", exc)
+        ``learn_check_s``, the heads with ``learn_after`` new corrections are refitted
+        by a worker process from the bundle's folder and each promoted only when not
+        worse (the guard of :mod:`manyheads.learn.update`); the saved bundle is then
+        served between two trunk passes. Answering goes on meanwhile. One update runs
+        on a bundle folder at a time, whichever replica starts it."""
+        from .learner import Learner
+
+        learner = Learner(self.cache)
+        try:
+            while True:
+                await asyncio.sleep(self.config.learn_check_s)
+                try:
+                    due = await asyncio.to_thread(self._due)
+                    if not due:
+                        continue
+                    report = await learner.update(self.path, due, self.config.learn_after)
+                    for h in report["heads"]:
+                        log.info("update of head %s: %s", h["head"], h["reason"])
+                    if any(h["rows_feedback"] for h in report["heads"]):
+                        await self._take_saved("update")
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # another replica updating, a bad row: try later
+                    log.warning("manyheads: no update this time: %s", exc)
+        finally:
+            await asyncio.to_thread(learner.close)
+
+    async def _take_saved(self, action: str) -> None:
+        """Serve what the folder holds now (saved by a worker of ours)."""
+        assert self.write_lock is not None
+        async with self.write_lock:
+            new = await asyncio.to_thread(self._reload)
+            self._serve(new)
+            self.metrics.updates.labels(action).inc()
 
     async def watch(self) -> None:
         """Reload the bundle when its folder holds another generation than the one served."""
