@@ -47,7 +47,7 @@ OLD = ("libs", "utils", "devel", "doc")
 ROOT = Path(__file__).resolve().parent.parent
 
 WRITER = """
-import sys, json
+import sys, json, time
 from manyheads import Bundle
 folder, start = sys.argv[1], int(sys.argv[2])
 rows = [json.loads(l) for l in open(sys.argv[3])]
@@ -60,6 +60,7 @@ while True:
     for t in texts:
         print(t.split(" ", 1)[0], flush=True)
     i += 5
+    time.sleep(0.02)
 """
 
 UPDATER = """
@@ -98,8 +99,8 @@ def present(folder: Path) -> set[str]:
 
 
 def run_child(code: str, *args: str, delay: float) -> tuple[list[str], bool]:
-    """Start ``code`` in a fresh interpreter, SIGKILL it after ``delay`` s; its output
-    lines and whether it had finished by itself."""
+    """Start ``code`` in a fresh interpreter, SIGKILL it after ``delay`` s (or once it
+    has finished); its output lines and whether it had finished by itself."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen(
         [sys.executable, "-c", code, *args],
@@ -108,7 +109,9 @@ def run_child(code: str, *args: str, delay: float) -> tuple[list[str], bool]:
         env=env,
         start_new_session=True,
     )
-    time.sleep(delay)
+    end = time.perf_counter() + delay
+    while time.perf_counter() < end and proc.poll() is None:
+        time.sleep(0.05)
     finished = proc.poll() is not None
     if not finished:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -127,12 +130,15 @@ def kills(n: int, seed: int) -> dict[str, Any]:
     make_bundle(folder, rows)
     feed = work / "feed.jsonl"
     feed.write_text("".join(json.dumps(r) + "\n" for r in new))
-    # a normal run of each, to size the delays
+    # the writer keeps writing until killed: killed after up to --writer-s seconds; the
+    # updater's normal run (on 60 new corrections) sizes its delays
+    writer_s = 4.0
+    Bundle.load(folder, cache=None).add_feedback(
+        [f"w{k} {r['text']}" for k, r in enumerate(new[:60])],
+        {"section": [r["section"] for r in new[:60]]},
+    )
     t0 = time.perf_counter()
-    run_child(WRITER, str(folder), "0", str(feed), delay=6.0)
-    writer_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out, done = run_child(UPDATER, str(folder), delay=60.0)
+    out, done = run_child(UPDATER, str(folder), delay=300.0)
     update_s = time.perf_counter() - t0
     assert done and out == ["updated"], out
     acked: set[str] = set()

@@ -216,6 +216,7 @@ def test_dry_run_changes_nothing(folder: Path, debian_rows: list) -> None:
     assert len(_log(folder)) == 100
 
 
+@pytest.mark.heavy
 def test_history_is_bounded(folder: Path, debian_rows: list) -> None:
     _, new = _split(debian_rows)
     bundle = Bundle.load(folder)
@@ -306,3 +307,39 @@ def test_cli_feedback_update_history_rollback(
     code, _, err = _run(capsys, "feedback", none, "-b", folder)
     assert code == 1
     assert "no field of the bundle's heads; looked for 'section' (section)" in err
+
+
+def _update_on(bundle: Bundle, folder: Path, rows: list[dict[str, Any]]) -> None:
+    """Fit ``section`` on the old sections, correct it with new ones, update, roll back."""
+    old, new = _split(rows)
+    bundle.fit_head("section", [r["text"] for r in old], [r["section"] for r in old])
+    bundle.save(folder)
+    probe = [r["text"] for r in new[:10]]
+    before = _answers(bundle, probe)
+    bundle.add_feedback(
+        [r["text"] for r in new[:200]], {"section": [r["section"] for r in new[:200]]}
+    )
+    (h,) = bundle.update_heads(margin=50.0).heads  # a wide margin: promoted
+    assert h.promoted and h.generation == 2
+    loaded = Bundle.load(folder)
+    assert len(loaded.labels("section")) > len(OLD)
+    loaded.rollback_head("section")
+    assert _answers(Bundle.load(folder), probe) == before
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("trunk", ["ngram", "fast"])
+def test_updates_on_other_trunks(trunk: str, tmp_path: Path, debian_rows: list) -> None:
+    _update_on(Bundle(trunk), tmp_path / "b", debian_rows)
+
+
+@pytest.mark.heavy
+def test_updates_on_a_byte_trunk(tmp_path: Path, debian_rows: list) -> None:
+    from manyheads.train.byte import train_byte_trunk
+    from manyheads.trunks.byte import ByteConfig
+
+    rows = debian_rows[:300]
+    tasks = {"section": ([r["section"] for r in rows], "multiclass")}
+    small = ByteConfig(channels=32, dims=(16, 32), heads=0)
+    trunk, _ = train_byte_trunk([r["text"] for r in rows], tasks, config=small, epochs=1)
+    _update_on(Bundle(trunk), tmp_path / "b", debian_rows)

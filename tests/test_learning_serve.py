@@ -164,3 +164,63 @@ def test_two_replicas_on_one_folder(folder: Path, debian_rows: list, start_serve
     assert len(kept[0]) - n_old + _logged(folder) == 240
     for srv in (a, b):
         assert "Traceback" not in srv.output()
+
+
+WRITER = """
+import sys
+from manyheads import Bundle
+bundle = Bundle.load(sys.argv[1], cache=None)
+i = 0
+while True:
+    texts = [f"t{i + k} a package of tools number {i + k}" for k in range(5)]
+    bundle.add_feedback(texts, {"section": ["utils"] * 5})
+    print(*(t.split(" ", 1)[0] for t in texts), flush=True)
+    i += 5
+"""
+UPDATER = """
+import sys
+from manyheads import Bundle
+Bundle.load(sys.argv[1], cache=None).update_heads(["section"], margin=50.0)
+print("updated", flush=True)
+"""
+
+
+def _killed(code: str, folder: Path, delay: float) -> list[str]:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(delay)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+    return out.decode().split()
+
+
+def test_kill_9_loses_no_acknowledged_correction(folder: Path) -> None:
+    """Writers and updaters killed at random: every correction acknowledged is in the log
+    or in the head's kept data, and the bundle loads with a whole head."""
+    import random
+
+    rng = random.Random(0)
+    acked: set[str] = set()
+    for i in range(6):
+        if i % 2 == 0:
+            acked |= set(_killed(WRITER, folder, rng.uniform(1.5, 4.0)))
+        else:
+            _killed(UPDATER, folder, rng.uniform(1.0, 6.0))
+        bundle = Bundle.load(folder, cache=None)
+        bundle.predict(["a library for parsing"])
+        kept = bundle.training_data("section")
+        assert kept is not None
+        texts = [r.text for r in bundle.feedback_rows()] + kept[0]
+        found = {t.split(" ", 1)[0] for t in texts if t.startswith("t")}
+        assert acked <= found, sorted(acked - found)[:5]
+    assert acked  # the writers got corrections acknowledged before they were killed

@@ -570,3 +570,32 @@ def test_a_forked_child_runs_texts_side_by_side_with_threads_of_its_own(trained)
     want = b.trunk.encode(texts)  # the parent's threads exist now
     got = in_forked_child(lambda: b.trunk.encode(texts))  # the parent's threads are not there
     np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_updating_an_exported_bundle_rewrites_its_graph(trained, tmp_path, debian_rows):
+    _, root = trained
+    import shutil
+
+    folder = tmp_path / "learning"
+    shutil.copytree(root / "exported", folder)
+    exported = Bundle.load(folder, cache=None)
+    rows = debian_rows[300:460]
+    exported.add_feedback(
+        [r["text"] for r in rows],
+        {"section": [r["section"] for r in rows], "role": [r["role"] for r in rows]},
+    )
+    report = {h.head: h for h in exported.update_heads(["section", "role"], margin=50.0).heads}
+    assert report["section"].promoted and report["role"].promoted  # a wide margin: promoted
+    again = Bundle.load(folder, cache=None)
+    assert {"section", "role"} <= set(again.trunk.graph_heads())
+    assert again.head_info["section"]["generation"] == 2
+    probe = [r["text"] for r in debian_rows[600:640]]
+    want = exported.predict_proba(probe, heads=["section", "role"])
+    got = again.predict_proba(probe, heads=["section", "role"])
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-5)
+    # and back: the graph holds the first generation again
+    before = Bundle.load(root / "exported", cache=None).predict_proba(probe, heads=["section"])
+    again.rollback_head("section")
+    rolled = Bundle.load(folder, cache=None).predict_proba(probe, heads=["section"])
+    np.testing.assert_allclose(rolled["section"], before["section"], atol=1e-6)
