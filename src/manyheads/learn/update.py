@@ -7,10 +7,11 @@ update has judged yet:
 1. Its pending corrections (those not yet in its kept data) are split by their id into
    a held-back share (``held_back``, default 20%: every correction whose seeded hash
    falls there) and the rest.
-2. A candidate is fitted on a copy of the bundle exactly as ``fit_head`` fits a head
-   (same head type, field, seed; validation split, calibration, refit), from the kept
-   rows plus the rest of the corrections. Texts come from the embedding cache, so only
-   new texts pay a trunk pass.
+2. A candidate is fitted on a copy of the bundle exactly as ``fit_head`` fitted the
+   head (its recipe, kept in its info: head type, field, seed, thresholds' objective,
+   part weights, validation share, refit, class weights, and the C its search chose,
+   so no search runs again), from the kept rows plus the rest of the corrections.
+   Texts come from the embedding cache, so only new texts pay a trunk pass.
 3. Old and candidate are scored row by row on two sets: the held-back corrections (the
    traffic now; neither head saw them) and up to ``max_old_rows`` of the kept rows
    (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
@@ -143,12 +144,20 @@ def _judge(old: Any, new: Any, X: Any, labels: Sequence[Any]) -> Judged:
     return Judged(len(d), float(a.mean()), float(b.mean()), se)
 
 
+_RECIPE = ("C", "thresholds", "part_weights", "val_fraction", "refit", "class_weight")
+
+
 def _fit_options(info: Mapping[str, Any], head: Any, settings: UpdateSettings) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "head": str(info.get("head_type") or "linear"),
-        "field": info.get("field"),
-        "seed": settings.seed,
-    }
+    """The head's own recipe (``info["fit"]``, kept by ``fit_head``: the C it chose, its
+    thresholds' objective, part weights, validation share, refit, class weights)."""
+    found = info.get("fit")
+    recipe: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    options: dict[str, Any] = {k: recipe[k] for k in _RECIPE if k in recipe}
+    options.update(
+        head=str(info.get("head_type") or "linear"),
+        field=info.get("field"),
+        seed=settings.seed,
+    )
     if getattr(head, "path_sep", None):
         options["path_sep"] = head.path_sep
     return options

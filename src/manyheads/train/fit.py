@@ -185,6 +185,22 @@ def _part_scale(
     return column_scale(dims, trunk.part_weights, multipliers), None, report
 
 
+def _recipe(s: FitSettings, model: Any) -> dict[str, Any]:
+    """How the head was fitted, as an update fits it again: the settings that shape it,
+    with the C a search chose (a number: an update does not search again)."""
+    C = getattr(model, "C_", s.C) if isinstance(model, LinearHead) else s.C
+    recipe: dict[str, Any] = {
+        "C": float(C) if isinstance(C, int | float) else C,
+        "thresholds": s.thresholds,
+        "part_weights": s.part_weights,
+        "val_fraction": s.val_fraction,
+        "refit": s.refit,
+    }
+    if s.class_weight is None or isinstance(s.class_weight, str):
+        recipe["class_weight"] = s.class_weight
+    return recipe
+
+
 def fit_head(
     bundle: FitTarget,
     name: str,
@@ -383,6 +399,7 @@ def fit_head(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
         "reference": reference,
+        "fit": _recipe(s, model),
     }
     data = None
     if s.keep_data:
