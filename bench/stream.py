@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import CACHE_DIR, SHARED, machine, write_json
+from _common import CACHE_DIR, SHARED, cpu_model, machine, write_json
 
 from manyheads import Bundle, EmbeddingCache
 
@@ -600,7 +600,7 @@ def main() -> None:
         args.rows, args.initial, args.chunk, args.guard_rows = 4_000, 1_000, 500, 500
         args.drift_window, args.drift_step = 500, 250
     args.river = [r for r in args.river.split(",") if r]
-    print(f"machine: {machine()}; trunk {args.trunk}")
+    print(f"machine: {machine()}; CPU: {cpu_model()}; trunk {args.trunk}")
     t0 = time.perf_counter()
     stream = build_stream(args)
     info = describe(stream)
@@ -611,6 +611,7 @@ def main() -> None:
         run = prequential(args, stream, work)
         result: dict[str, Any] = {
             "machine": machine(),
+            "cpu": cpu_model(),
             "settings": {k: v for k, v in vars(args).items() if k not in ("json", "figure")},
             "stream": info,
             "curve": run["curve"],
