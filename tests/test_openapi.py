@@ -44,6 +44,7 @@ def test_schema_documents_every_endpoint_and_body(tmp_path):
         "/healthz",
         "/readyz",
         "/metrics",
+        "/v1/drift",
         "/v1/heads",
         "/v1/heads/{name}",
         "/v1/heads/{name}/train",

@@ -40,14 +40,16 @@ from ..trunks.base import check_texts
 from ..trunks.registry import spec_tier
 from .answer import answers_of, cached_features
 from .entry import head_entry, head_from_export
+from .feedback import update_lock
 from .files import build_trunk, load_folder, read_training_data, save_folder, trunk_arrays
 from .format import KeptData, data_hash
+from .production import InProduction, drop_folded, folder_of
 from .recheck import trunk_probabilities
 from .saved import BundleState, trunk_reference
 from .state import HeadSet, Record
 from .steps import PredictSteps, predict_steps, with_blanks
 from .store import BUNDLE_JSON, DATA_DIR
-from .tiers import save_tiers, tier_bundles, tiers_of
+from .tiers import Tiered
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..evaluate.run import EvaluateOptions
+    from ..learn.update import UpdateReport
     from ..train.finetune import FinetuneOptions, FinetuneSummary
     from ..train.fit import FitOptions, HeadSummary
 
@@ -63,7 +66,7 @@ __all__ = ["Bundle"]
 _DEFAULT = "default"
 
 
-class Bundle:
+class Bundle(InProduction, Tiered):
     """One trunk and many heads; every answer from one trunk pass.
 
     Parameters
@@ -516,29 +519,28 @@ class Bundle:
                 self._saved = saved.replace(data={**saved.data, rel: data})
             return data
 
-    @property
-    def tiers(self) -> list[int]:
-        """The tiers this saved byte bundle can be loaded at (``Bundle.load(path,
-        tier=...)``): its own and those of its ``tiers/`` sub-bundles."""
-        return tiers_of(self)
+    # -- updates (handed over when called) -----------------------------------
 
-    def tier_bundles(self) -> dict[int, Self]:
-        """``{tier: bundle}`` of this saved byte bundle's other tiers (``tiers/<dim>/``),
-        loaded with this bundle's cache."""
-        return tier_bundles(self)
+    def update_heads(
+        self, heads: Sequence[str] | str | None = None, **options: Any
+    ) -> UpdateReport:
+        """Refit heads from their kept data and corrections, promote each only when it is
+        not worse, save: see :mod:`manyheads.learn.update` for the rule and the
+        options (``min_feedback``, ``held_back``, ``margin``, ``keep``, ``seed``,
+        ``dry_run``; ``wait=False``: refuse rather than wait for an update running
+        elsewhere on the folder; ``save=False``: leave saving, and dropping the
+        corrections folded in from the log (:meth:`drop_folded`), to the caller)."""
+        from ..learn.update import UpdateSettings, update_heads
 
-    def save_tiers(self, tiers: Mapping[int, Bundle]) -> dict[int, Path]:
-        """Save bundles of this byte bundle's trunk at other tiers as its sub-bundles
-        (``tiers/<dim>/`` of the folder this bundle was saved to); they use this
-        bundle's ONNX graph file and trunk weights (its ``heads.safetensors``)
-        rather than copies of them. Save this bundle first."""
-        return save_tiers(self, tiers)
-
-    def share_trunk_weights(self, rel: str, file: Path) -> None:
-        """Save the trunk's weights as ``rel`` (relative to the folder saved to), the
-        file ``file`` another bundle saved, rather than a copy, when they are there."""
-        with self._lock:
-            self._saved = self._saved.replace(trunk_weights=(rel, file))
+        wait, save = options.pop("wait", True), options.pop("save", True)
+        settings = UpdateSettings(**options)
+        folder = folder_of(self)
+        with update_lock(folder, wait=wait):
+            report = update_heads(self, heads, settings)
+            if save and not settings.dry_run and any(h.rows_feedback for h in report.heads):
+                self.save(folder)
+                drop_folded(self, folder)
+        return report
 
     # -- training, evaluation, fine-tuning (handed over when called) -----------
 

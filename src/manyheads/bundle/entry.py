@@ -62,7 +62,7 @@ def head_from_export(
     name: str, record: Any, tensors: dict[str, np.ndarray]
 ) -> tuple[str, AnyHead, dict[str, Any]]:
     """``(name, head, info)`` from an exported head's record and tensors; a head from
-    elsewhere brings no kept training data."""
+    elsewhere brings no kept training data, history or corrections."""
     name = check_head_name(name)
     if not isinstance(record, dict):
         raise DataError(f"head {name!r}: the record must be an object")
@@ -72,6 +72,9 @@ def head_from_export(
         head = any_head_from_record(record, tensors)
     except DataError as exc:
         raise DataError(f"head {name!r}: {exc}") from None
-    info = {k: v for k, v in record_and_info(record).items() if k != "data"}
+    # what belongs to the folder it came from: its kept data, earlier generations and
+    # the corrections it used
+    own = ("data", "history", "feedback", "generation")
+    info = {k: v for k, v in record_and_info(record).items() if k not in own}
     info["kind"] = head.kind
     return name, head, info

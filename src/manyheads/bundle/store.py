@@ -37,6 +37,8 @@ __all__ = [
     "BUNDLE_JSON",
     "DATA_DIR",
     "HEADS_FILE",
+    "HISTORY_DIR",
+    "HISTORY_RE",
     "TIERS_DIR",
     "OnDisk",
     "check_paths",
@@ -56,6 +58,8 @@ HEADS_FILE = "heads.safetensors"
 TIERS_DIR = "tiers"  # a byte bundle's other tiers: BUNDLE/tiers/<dim>/, each a bundle
 LOCK_FILE = ".lock"
 DATA_RE = re.compile(r"^data/[0-9a-f]{24}\.jsonl\.gz$")
+HISTORY_DIR = "history"  # a head's earlier generations (bundle.history)
+HISTORY_RE = re.compile(r"^history/head-[0-9a-f]{12}\.safetensors$")
 TRUNK_DIRS = "trunk-*"  # a fine-tuned transformer kept in the bundle
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -331,12 +335,37 @@ def check_paths(doc: dict[str, Any], folder: Path) -> None:
     heads = doc.get("heads")
     if isinstance(heads, dict):
         for name, record in heads.items():
-            rel = record.get("data") if isinstance(record, dict) else None
-            if rel is not None and (not isinstance(rel, str) or not DATA_RE.match(rel)):
+            if not isinstance(record, dict):
+                continue
+            _check_data(folder, name, record.get("data"))
+            history = record.get("history")
+            if history is None:
+                continue
+            if not isinstance(history, list):
                 raise BundleError(
-                    f"{folder / BUNDLE_JSON}: head {name!r} names its kept data {rel!r}; "
-                    "expected data/HASH.jsonl.gz inside the bundle"
+                    f"{folder / BUNDLE_JSON}: head {name!r}: 'history' must be a list"
                 )
+            for entry in history:
+                if (
+                    not isinstance(entry, dict)
+                    or not isinstance(entry.get("file"), str)
+                    or not HISTORY_RE.match(entry["file"])
+                    or isinstance(entry.get("generation"), bool)
+                    or not isinstance(entry.get("generation"), int)
+                ):
+                    raise BundleError(
+                        f"{folder / BUNDLE_JSON}: head {name!r}: a 'history' entry must name "
+                        f"its generation and its file history/head-SHA.safetensors, got {entry!r}"
+                    )
+                _check_data(folder, name, entry.get("data"))
+
+
+def _check_data(folder: Path, name: str, rel: Any) -> None:
+    if rel is not None and (not isinstance(rel, str) or not DATA_RE.match(rel)):
+        raise BundleError(
+            f"{folder / BUNDLE_JSON}: head {name!r} names its kept data {rel!r}; "
+            "expected data/HASH.jsonl.gz inside the bundle"
+        )
 
 
 # -- garbage --------------------------------------------------------------------------
@@ -357,11 +386,16 @@ def collect_garbage(folder: Path, bundle_json: str) -> None:
     the temp files and staged folders of writers that died. Call it holding the
     lock, after the new ``bundle.json`` is in place."""
     doc = json.loads(bundle_json)
-    wanted = {
-        str(r["data"])
-        for r in (doc.get("heads") or {}).values()
-        if isinstance(r, dict) and r.get("data")
-    }
+    records = [r for r in (doc.get("heads") or {}).values() if isinstance(r, dict)]
+    entries = [e for r in records for e in (r.get("history") or []) if isinstance(e, dict)]
+    wanted = {str(r["data"]) for r in [*records, *entries] if r.get("data")}
+    history = {str(e.get("file")) for e in entries}
+    history_dir = folder / HISTORY_DIR
+    if history_dir.is_dir() and _stays_inside(folder, HISTORY_DIR):
+        for old in history_dir.glob("*.safetensors"):
+            if f"{HISTORY_DIR}/{old.name}" not in history:
+                old.unlink(missing_ok=True)
+        remove_stale_temps(history_dir)
     data_dir = folder / DATA_DIR
     if data_dir.is_dir() and _stays_inside(folder, DATA_DIR):
         for old in data_dir.glob("*.jsonl.gz"):

@@ -12,7 +12,7 @@ from ..trunks.registry import spec_graph
 from .builtin import bundle_tiers
 from .store import BUNDLE_JSON, HEADS_FILE, TIERS_DIR
 
-__all__ = ["save_tiers", "tier_bundles", "tiers_of"]
+__all__ = ["Tiered", "save_tiers", "tier_bundles", "tiers_of"]
 
 
 def tiers_of(bundle: Any) -> list[int]:
@@ -61,3 +61,34 @@ def save_tiers(bundle: Any, tiers: Mapping[int, Any]) -> dict[int, Path]:
         sub.share_trunk_weights(f"../../{HEADS_FILE}", (path / HEADS_FILE).resolve())
         out[tier] = sub.save(path / TIERS_DIR / str(tier))
     return out
+
+
+class Tiered:
+    """A bundle's methods for its tiers (a :class:`~manyheads.bundle.Bundle`'s)."""
+
+    _lock: Any
+    _saved: Any
+
+    @property
+    def tiers(self) -> list[int]:
+        """The tiers this saved byte bundle can be loaded at (``Bundle.load(path,
+        tier=...)``): its own and those of its ``tiers/`` sub-bundles."""
+        return tiers_of(self)
+
+    def tier_bundles(self) -> dict[int, Any]:
+        """``{tier: bundle}`` of this saved byte bundle's other tiers (``tiers/<dim>/``),
+        loaded with this bundle's cache."""
+        return tier_bundles(self)
+
+    def save_tiers(self, tiers: Mapping[int, Any]) -> dict[int, Path]:
+        """Save bundles of this byte bundle's trunk at other tiers as its sub-bundles
+        (``tiers/<dim>/`` of the folder this bundle was saved to); they use this
+        bundle's ONNX graph file and trunk weights (its ``heads.safetensors``)
+        rather than copies of them. Save this bundle first."""
+        return save_tiers(self, tiers)
+
+    def share_trunk_weights(self, rel: str, file: Path) -> None:
+        """Save the trunk's weights as ``rel`` (relative to the folder saved to), the
+        file ``file`` another bundle saved, rather than a copy, when they are there."""
+        with self._lock:
+            self._saved = self._saved.replace(trunk_weights=(rel, file))

@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning library errors into one line and exit code 1."""
     command = click_command()
     try:
-        command.main(args=argv, prog_name="manyheads", standalone_mode=False)
+        # a command that ends with typer.Exit(code) (``drift``: 3) gives its code back
+        code = command.main(args=argv, prog_name="manyheads", standalone_mode=False)
     except ManyheadsError as exc:
         typer.echo(f"manyheads: error: {message(exc, command)}", err=True)
         return 1
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(exc, "exit_code", 2))
     except BrokenPipeError:
         return 0
-    return 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
 def run() -> None:

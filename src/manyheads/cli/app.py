@@ -11,11 +11,13 @@ from . import (
     absorb,
     copy,
     diagnose,
+    drift,
     evaluate,
     export,
     finetune,
     heads,
     label,
+    learn,
     predict,
     serve,
     train,
@@ -34,7 +36,9 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 heads_app = typer.Typer(
-    help="List or remove the heads of a bundle.", no_args_is_help=True, rich_markup_mode=None
+    help="List or remove the heads of a bundle; list or roll back a head's generations.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(heads_app, name="heads")
 # the commands, in the order help lists them
@@ -45,11 +49,16 @@ app.command("eval")(evaluate.eval_)
 app.command()(diagnose.diagnose)
 app.command()(predict.predict)
 app.command()(label.label)
+app.command()(learn.feedback)
+app.command()(learn.update)
+app.command()(drift.drift)
 app.command("export")(export.export)
 app.command("copy")(copy.copy)
 app.command()(serve.serve)
 heads_app.command("list")(heads.heads_list)
 heads_app.command("rm")(heads.heads_rm)
+heads_app.command("history")(heads.heads_history)
+heads_app.command("rollback")(heads.heads_rollback)
 
 
 def _print_version(value: bool) -> None:

@@ -14,7 +14,18 @@ if TYPE_CHECKING:
 
 from ..errors import ManyheadsError
 from .common import split_names
-from .options import ANY_BUNDLE, HEADS, MAX_CHARS, TEXT_FIELD, TIER, argument, command, option, take
+from .options import (
+    ANY_BUNDLE,
+    BATCH_SIZE,
+    HEADS,
+    MAX_CHARS,
+    TEXT_FIELD,
+    TIER,
+    argument,
+    command,
+    option,
+    take,
+)
 
 
 @command(
@@ -39,7 +50,7 @@ from .options import ANY_BUNDLE, HEADS, MAX_CHARS, TEXT_FIELD, TIER, argument, c
         "A field naming each row, copied into the errors file.",
         None,
     ),
-    option("batch_size", int, "--batch-size", "Texts per trunk pass.", 256),
+    BATCH_SIZE,
     option(
         "output_format",
         str | None,
@@ -109,6 +120,13 @@ from .options import ANY_BUNDLE, HEADS, MAX_CHARS, TEXT_FIELD, TIER, argument, c
         "Exit with code 1 when a row could not be labelled.",
         False,
     ),
+    option(
+        "drift",
+        bool,
+        "--drift",
+        "Add each head's drift over the output to the summary (as manyheads drift prints it).",
+        False,
+    ),
 )
 def label(**options: Any) -> None:
     """Label every row of INPUT (JSONL, JSONL.gz, CSV, TSV, Parquet, or a folder of
@@ -119,7 +137,7 @@ def label(**options: Any) -> None:
 
     input_path, output, bundle = take(options, "input_path", "output", "bundle")
     engine, address, workers = take(options, "engine", "address", "workers")
-    fail_on_bad_rows = options.pop("fail_on_bad_rows")
+    fail_on_bad_rows, drift = take(options, "fail_on_bad_rows", "drift")
     settings = LabelSettings(**options | {"heads": split_names(options["heads"])})
     if engine == "ray":
         _quiet_ray()
@@ -128,6 +146,13 @@ def label(**options: Any) -> None:
         address=address, workers=workers, progress=sys.stderr.isatty(),
     )  # fmt: skip
     typer.echo(summary_line(summary))
+    if drift:
+        from .drift import drift_lines
+
+        found = jobs.drift_file(
+            bundle or jobs.DEFAULT_BUNDLE, summary.output, heads=settings.heads, tier=settings.tier
+        )
+        typer.echo(drift_lines(found.heads))
     if fail_on_bad_rows and summary.bad_rows:
         raise ManyheadsError(f"{summary.bad_rows} bad rows (--fail-on-bad-rows)")
 

@@ -170,6 +170,7 @@ LONG_TEXTS = option(
     "pieces of --max-chars, probabilities averaged).",
     "refuse",
 )
+BATCH_SIZE = option("batch_size", int, "--batch-size", "Texts per trunk pass.", 256)
 MAX_LABELS = option("max_labels", int, "--max-labels", "Most labels (classes) of one head.", 1000)
 CACHE_DIR = option(
     "cache_dir",

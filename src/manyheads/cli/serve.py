@@ -94,13 +94,36 @@ LIMITS = (
     *LISTEN,
     *BATCHING,
     option("watch", bool, "--watch", "Reload the bundle when its folder changes on disk.", False),
+    option(
+        "learn",
+        bool,
+        "--learn",
+        "Update a head in the background once it has --learn-after new corrections "
+        "(POST /v1/feedback); promoted only when not worse.",
+        False,
+    ),
+    option(
+        "learn_after",
+        int,
+        "--learn-after",
+        "New corrections of a head that start an update (with --learn).",
+        100,
+    ),
+    option(
+        "max_feedback",
+        int,
+        "--max-feedback",
+        "Corrections the bundle keeps before updates fold them in (then 413).",
+        100_000,
+    ),
     *LIMITS,
     *CACHE,
     TIER,
 )
 def serve(**options: Any) -> None:
     """Serve every head of the bundle over HTTP: POST /v1/predict, head updates
-    (PUT/DELETE /v1/heads/NAME, POST /v1/heads/NAME/train), /metrics, a playground at /."""
+    (PUT/DELETE /v1/heads/NAME, POST /v1/heads/NAME/train), corrections (POST
+    /v1/feedback), /metrics, a playground at /."""
     from ..bundle import bundle_folder
     from ..errors import require
     from ..serve import ServeConfig, check_listen, create_app, load_api_keys

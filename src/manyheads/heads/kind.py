@@ -81,6 +81,7 @@ class Kind(str):
     label_word = "label"  # what one text's answer is: a label, a label set
     answer_field = "label"  # the field of an answer holding the decision
     indicator_targets = False  # an estimator also takes a 0/1 matrix as its targets
+    open_classes = False  # a correction may name a new class (learnt at the next update)
 
     @property
     def name(self) -> str:
@@ -311,6 +312,7 @@ class Multiclass(Kind):
     """One class of many per text: softmax, the most probable class."""
 
     exclusive = True
+    open_classes = True
 
     def activate(self, z: np.ndarray, soft: Link = softmax, sig: Link = sigmoid) -> np.ndarray:
         return soft(z)

@@ -79,12 +79,15 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
         await service.start()
-        watcher = asyncio.get_running_loop().create_task(service.watch()) if config.watch else None
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(service.watch())] if config.watch else []
+        if config.learn:
+            tasks.append(loop.create_task(service.learn()))
         yield
-        if watcher is not None:
-            watcher.cancel()
+        for task in tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+                await task
         await service.stop()
 
     app = fastapi.FastAPI(

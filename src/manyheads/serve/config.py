@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..bundle.feedback import FeedbackLimits
 from ..bundle.pieces import check_long_texts
 from ..errors import ConfigError, positive_int
 from ..heads.record import HeadLimits
@@ -35,7 +36,17 @@ class ServeConfig:
     api_keys: tuple[str, ...] = ()
     watch: bool = False
     watch_interval: float = 1.0
+    # learning from corrections (POST /v1/feedback): with learn, a head is updated in
+    # the background once it has learn_after corrections no update has judged
+    learn: bool = False
+    learn_after: int = 100
+    learn_check_s: float = 5.0  # how often the corrections are counted
+    max_feedback: int = 100_000  # corrections the bundle keeps before updates fold them in
     tier: int | None = None  # a byte bundle's heads at this tier (its tiers/<tier>/)
+
+    @property
+    def feedback_limits(self) -> FeedbackLimits:
+        return FeedbackLimits(max_rows=self.max_feedback, max_chars=self.max_chars)
 
     @property
     def limits(self) -> HeadLimits:
@@ -54,9 +65,18 @@ class ServeConfig:
             not isinstance(self.tier, int) or isinstance(self.tier, bool) or self.tier < 1
         ):
             raise ConfigError(f"tier must be a positive integer, got {self.tier!r}")
-        for name in ("max_texts", "max_chars", "max_body_bytes", "max_train_texts"):
+        for name in (
+            "max_texts",
+            "max_chars",
+            "max_body_bytes",
+            "max_train_texts",
+            "learn_after",
+            "max_feedback",
+        ):
             positive_int(getattr(self, name), name)
         check_long_texts(self.long_texts)
+        if not isinstance(self.learn_check_s, int | float) or not self.learn_check_s > 0:
+            raise ConfigError(f"learn_check_s must be > 0, got {self.learn_check_s!r}")
         if not self.watch_interval > 0:
             raise ConfigError(f"watch_interval must be > 0, got {self.watch_interval!r}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..bundle.feedback import FeedbackFullError
 from ..errors import (
     BundleError,
     FingerprintMismatchError,
@@ -23,6 +24,8 @@ class HTTPError(Exception):
 def http_error(exc: ManyheadsError) -> HTTPError:
     """The 4xx answer for a library error raised by a request's data."""
     message = str(exc.args[0]) if exc.args else str(exc)
+    if isinstance(exc, FeedbackFullError):
+        return HTTPError(413, "feedback_full", message)
     if isinstance(exc, UnknownHeadError):
         return HTTPError(404, "unknown_head", message)
     if isinstance(exc, FingerprintMismatchError):

@@ -71,6 +71,9 @@ class ServiceMetrics:
         self.updates = prom.Counter(
             "manyheads_head_updates", "Head changes applied", ["action"], registry=r
         )
+        self.feedback = prom.Counter(
+            "manyheads_feedback_rows", "Corrections kept, per head", ["head"], registry=r
+        )
         self.reloads = prom.Counter(
             "manyheads_bundle_reloads", "Bundle reloads after a change on disk", registry=r
         )
@@ -127,5 +130,44 @@ class ServiceMetrics:
                 self._series.add((head, label))
                 self.labels.labels(head, label).inc(n)
 
+    def watch_drift(self, report: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
+        """Gauges of each head's drift, read from ``report()`` (the drift table) at each
+        scrape."""
+        self.registry.register(_DriftCollector(report))
+
     def render(self) -> tuple[bytes, str]:
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
+
+
+# the drift table's columns as gauges: (column, name, help)
+DRIFT_GAUGES = (
+    ("psi", "psi", "Population stability index of the head's labels, window vs reference"),
+    ("js", "js", "Jensen-Shannon distance of the head's labels, window vs reference"),
+    ("confidence_psi", "confidence_psi", "Population stability index of the confidence"),
+    ("confidence_change", "confidence_change", "Mean confidence, window minus reference"),
+    ("no_label_share", "no_label_share", "Share of the window's answers with no label"),
+    ("window", "window", "Answers in the head's drift window"),
+    ("alarm", "alarm", "1 when the head's drift is over its threshold"),
+)
+
+
+class _DriftCollector:
+    """``manyheads_drift_*`` gauges, one series per head, from the drift table."""
+
+    def __init__(self, report: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
+        self._family = require("prometheus_client.core", "serve").GaugeMetricFamily
+        self._report = report
+
+    def describe(self) -> list[Any]:
+        return [self._family(f"manyheads_drift_{name}", doc, labels=["head"])
+                for _, name, doc in DRIFT_GAUGES]  # fmt: skip
+
+    def collect(self) -> Iterable[Any]:
+        rows = self._report()
+        for column, name, doc in DRIFT_GAUGES:
+            family = self._family(f"manyheads_drift_{name}", doc, labels=["head"])
+            for head, row in rows.items():
+                value = row.get(column)
+                if value is not None:
+                    family.add_metric([head], float(value))
+            yield family

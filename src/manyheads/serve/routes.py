@@ -183,13 +183,18 @@ async def readyz(request: Request) -> Any:
 
 async def metrics(request: Request) -> Any:
     _need_key(request, write=False)
-    body, content_type = _service(request).metrics.render()
+    # in a worker thread: the drift gauges count each head's window
+    body, content_type = await asyncio.to_thread(_service(request).metrics.render)
     return Response(body, media_type=content_type)
 
 
 async def list_heads(request: Request) -> Any:
     _need_key(request, write=False)
     bundle = _ready(_service(request))
+    try:
+        counts = await asyncio.to_thread(bundle.feedback_counts)
+    except ManyheadsError:
+        counts = {}  # a bundle not saved to a folder of its own keeps none
     return {
         "heads": [
             {
@@ -197,9 +202,59 @@ async def list_heads(request: Request) -> Any:
                 "kind": info.get("kind"),
                 "labels": bundle.labels(name),
                 "metrics": info.get("metrics", {}),
+                "generation": info.get("generation", 1),
+                "last_update": info.get("last_update"),
+                "feedback": counts.get(name, {"total": 0, "pending": 0, "new": 0}),
             }
             for name, info in bundle.head_info.items()
         ]
+    }
+
+
+async def feedback(request: Request) -> Any:
+    service = _service(request)
+    config = service.config
+    rows: schemas.FeedbackRequest = await _parse(
+        schemas.FeedbackRequest, await _write_body(request)
+    )
+    items = rows.root
+    if not items:
+        raise HTTPError(422, "bad_feedback", "no feedback rows given")
+    if len(items) > config.max_texts:
+        raise HTTPError(
+            413, "too_many_rows", f"{len(items)} feedback rows; at most {config.max_texts}"
+        )
+    _check_lengths([r.text for r in items], config.max_texts, config.max_chars)
+    heads = sorted({h for r in items for h in r.labels})
+    labels = {h: [r.labels.get(h) for r in items] for h in heads}
+    kept = await service.add_feedback([r.text for r in items], labels)
+    return {"kept": kept, "rows": len(items)}
+
+
+async def rollback_head(name: str, request: Request) -> Any:
+    body = await _write_body(request)
+    asked = (
+        await _parse(schemas.RollbackRequest, body)
+        if body.strip()
+        else schemas.RollbackRequest(to=None)
+    )
+    _head_name(name)
+    service = _service(request)
+    generation = await service.change(
+        "rollback", lambda b: b.rollback_head(name, asked.to, save=False)
+    )
+    return {"name": name, "action": "rollback", "generation": generation}
+
+
+async def drift(request: Request) -> Any:
+    _need_key(request, write=False)
+    service = _service(request)
+    _ready(service)
+    rows = await asyncio.to_thread(service.drift_report)
+    return {
+        "window": service.drift.settings.window,
+        "alarm": any(row["alarm"] for row in rows.values()),
+        "heads": [{"name": name, **row} for name, row in rows.items()],
     }
 
 
@@ -314,6 +369,13 @@ _route(
 )
 _route(
     "GET",
+    "/v1/drift",
+    drift,
+    "Each head's drift: its last answers against its reference",
+    schemas.DriftResponse,
+)
+_route(
+    "GET",
     "/v1/heads/{name}",
     get_head,
     "One head as JSON record + base64 safetensors (the body PUT takes)",
@@ -335,6 +397,22 @@ _route(
     "Train (or replace) a head from texts and labels",
     schemas.TrainResponse,
     schemas.TrainRequest,
+)
+_route(
+    "POST",
+    "/v1/heads/{name}/rollback",
+    rollback_head,
+    "Make an earlier generation of a head current again (default: the previous one)",
+    schemas.RollbackResponse,
+    schemas.RollbackRequest,
+)
+_route(
+    "POST",
+    "/v1/feedback",
+    feedback,
+    "Keep corrections (the right labels of texts) with the bundle; 200 once on disk",
+    schemas.FeedbackResponse,
+    schemas.FeedbackRequest,
 )
 _route(
     "POST",

@@ -12,6 +12,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     Field,
+    RootModel,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -24,14 +25,20 @@ from .._text import unicode_problem
 from ..heads.kinds import HEAD_TYPES, KINDS
 
 __all__ = [
+    "DriftResponse",
     "ErrorResponse",
+    "FeedbackRequest",
+    "FeedbackResponse",
     "HeadChange",
+    "HeadDrift",
     "HeadInfo",
     "HeadPayload",
     "HeadsResponse",
     "PredictRequest",
     "PredictResponse",
     "RequestProblem",
+    "RollbackRequest",
+    "RollbackResponse",
     "TrainRequest",
     "TrainResponse",
     "parse",
@@ -45,8 +52,10 @@ _FIELDS = {
     "kind": ("bad_kind", f"'kind' must be one of {', '.join(KINDS)}"),
     "head": ("bad_head_type", f"'head' must be one of {', '.join(HEAD_TYPES)}"),
     "groups": ("bad_groups", "'groups' must be a list of strings or integers, one per text"),
+    "to": ("bad_generation", "'to' must be a whole number (a generation)"),
 }
-_CODES = {code for code, _ in _FIELDS.values()}
+_CODES = {code for code, _ in _FIELDS.values()} | {"bad_feedback"}
+_FEEDBACK_SHAPE = "the body must be a JSON list of {'text': ..., 'labels': {head: label}}"
 
 
 class RequestProblem(Exception):
@@ -132,6 +141,50 @@ class TrainResponse(BaseModel):
     replaced: bool = Field(description="Whether a head of that name was replaced.")
 
 
+class FeedbackRow(BaseModel):
+    text: StrictStr = Field(description="The text as it was classified.")
+    labels: dict[StrictStr, Any] = Field(
+        description="The right label for any of the heads ({head: label}); a list of labels "
+        "for multilabel, of paths for hierarchical."
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, text: str) -> str:
+        problem = unicode_problem(text)
+        if problem is not None:
+            raise PydanticCustomError("bad_feedback", f"a feedback text {problem}")
+        return text
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, Any]) -> dict[str, Any]:
+        if not labels:
+            raise PydanticCustomError("bad_feedback", "a feedback row needs at least one label")
+        return labels
+
+
+class FeedbackRequest(RootModel[list[FeedbackRow]]):
+    """A list of corrections: ``[{"text": ..., "labels": {head: label}}, ...]``."""
+
+
+class FeedbackResponse(BaseModel):
+    kept: dict[str, int] = Field(description="Corrections kept (on disk), per head.")
+    rows: int = Field(description="Rows kept.")
+
+
+class RollbackRequest(BaseModel):
+    to: StrictInt | None = Field(
+        None, description="The generation to make current (default: the one before)."
+    )
+
+
+class RollbackResponse(BaseModel):
+    name: str
+    action: str
+    generation: int = Field(description="The head's generation now current.")
+
+
 class HeadPayload(BaseModel):
     record: dict[str, Any] = Field(description="The head's JSON record, as bundles store it.")
     tensors: str = Field(description="The head's safetensors file, base64-encoded.")
@@ -142,6 +195,15 @@ class HeadInfo(BaseModel):
     kind: str
     labels: list[Any]
     metrics: dict[str, Any]
+    generation: int = Field(1, description="1 when trained; each update or rollback adds one.")
+    last_update: dict[str, Any] | None = Field(
+        None, description="The last update judged: when, promoted or not, why."
+    )
+    feedback: dict[str, int] = Field(
+        default_factory=dict,
+        description="Corrections kept: total, pending (not in its training data), new (not "
+        "judged by an update).",
+    )
 
 
 class HeadsResponse(BaseModel):
@@ -152,6 +214,35 @@ class HeadChange(BaseModel):
     name: str
     action: str
     heads: list[str]
+
+
+class HeadDrift(BaseModel):
+    """One head's drift: its window of answers against its reference (the answers it
+    gave on its validation split), see ``manyheads.learn.drift``."""
+
+    name: str
+    kind: str | None
+    window: int = Field(description="Answers in the head's window.")
+    reference_n: int | None = Field(description="Rows of the reference (None: none kept).")
+    psi: float | None = Field(description="Population stability index of the labels given.")
+    js: float | None = Field(description="Jensen-Shannon distance (base 2) of the labels.")
+    psi_threshold: float | None = Field(description="The labels' PSI that alarms.")
+    confidence_psi: float | None = Field(description="PSI of the confidence histogram.")
+    confidence_js: float | None
+    confidence_threshold: float | None
+    mean_confidence: float | None
+    reference_confidence: float | None
+    confidence_change: float | None = Field(description="Mean confidence minus reference's.")
+    no_label_share: float | None = Field(description="Share of answers with no label.")
+    reference_no_label_share: float | None
+    alarm: bool
+    reason: str
+
+
+class DriftResponse(BaseModel):
+    window: int | None = Field(description="The answers a head's window holds at most.")
+    alarm: bool = Field(description="Whether any head alarms.")
+    heads: list[HeadDrift]
 
 
 class ErrorDetail(BaseModel):
@@ -167,14 +258,17 @@ MODELS: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (
         PredictRequest, PredictResponse, TrainRequest, TrainResponse, HeadPayload,
-        HeadInfo, HeadsResponse, HeadChange, ErrorResponse,
+        HeadInfo, HeadsResponse, HeadChange, HeadDrift, DriftResponse, ErrorResponse,
     )
 }  # fmt: skip
 
 
 def parse(model: type[BaseModel], doc: Any) -> Any:
     """``doc`` (parsed JSON) as ``model``, or :class:`RequestProblem` (the first mistake)."""
-    if not isinstance(doc, dict):
+    listed = issubclass(model, RootModel)
+    if listed and not isinstance(doc, list):
+        raise RequestProblem("bad_feedback", _FEEDBACK_SHAPE)
+    if not listed and not isinstance(doc, dict):
         raise RequestProblem("bad_request", "the body must be a JSON object with 'texts'")
     try:
         return model.model_validate(doc)
@@ -182,6 +276,11 @@ def parse(model: type[BaseModel], doc: Any) -> Any:
         first = exc.errors()[0]
         if first["type"] in _CODES:
             raise RequestProblem(first["type"], first["msg"]) from None
+        if listed:
+            where = ".".join(str(p) for p in first["loc"])
+            raise RequestProblem(
+                "bad_feedback", f"feedback row {where}: {first['msg']} ({_FEEDBACK_SHAPE})"
+            ) from None
         field = str(first["loc"][0]) if first["loc"] else ""
         code, message = _FIELDS.get(field, ("bad_request", f"bad request body: {first['msg']}"))
         raise RequestProblem(code, message) from None

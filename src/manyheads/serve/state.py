@@ -8,11 +8,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import FingerprintMismatchError, ManyheadsError
-from .batcher import MicroBatcher
+from ..learn.drift import DriftWindow
+from .batcher import MicroBatcher, Pass
 from .config import ServeConfig
 from .errors import http_error
 
@@ -32,6 +34,12 @@ def _read_generation(folder: Path) -> str | None:
         return None
     gen = doc.get("generation") if doc else None
     return gen if isinstance(gen, str) else None
+
+
+def _update(bundle: Any, heads: list[str], min_feedback: int) -> Any:
+    """Update ``heads`` of ``bundle`` unless another update runs on its folder; the
+    caller saves."""
+    return bundle.update_heads(heads, min_feedback=min_feedback, wait=False, save=False)
 
 
 def _warm(bundle: Any) -> None:
@@ -64,6 +72,9 @@ class Service:
             queue_depth=lambda: self.batcher.depth if self.batcher else 0,
             n_heads=lambda: len(self.bundle.heads) if self.bundle is not None else 0,
         )
+        # each head's last answers, against its reference (GET /v1/drift, /metrics)
+        self.drift = DriftWindow()
+        self.metrics.watch_drift(self.drift_report)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -99,13 +110,26 @@ class Service:
             max_wait_ms=self.config.max_wait_ms,
             max_pass_chars=self.config.max_pass_chars,
             max_pass_work=self._pass_work(bundle),
-            observe=self.metrics.observe_pass,
+            observe=self._observe_pass,
         )
         self.batcher.start()
         self.ready = True
 
+    def _observe_pass(self, done: Pass) -> None:
+        """After each trunk pass, in the worker thread: the metrics, and the answers kept
+        for drift (kept only: they are counted when drift is asked for)."""
+        self.metrics.observe_pass(done)
+        self.drift.observe(done.answers)
+
+    def drift_report(self) -> dict[str, dict[str, Any]]:
+        """Each served head's drift over the answers of its window."""
+        bundle = self.bundle
+        return {} if bundle is None else self.drift.report(bundle.head_info)
+
     def _serve(self, bundle: Any) -> None:
-        """Serve ``bundle`` from now on; metric series of heads and labels it lacks go."""
+        """Serve ``bundle`` from now on; metric series of heads and labels it lacks go,
+        and the drift window of a head replaced starts again."""
+        self.drift.follow(bundle.head_info)
         self.bundle, self.generation = bundle, bundle.generation
         self.metrics.keep_heads({n: [str(v) for v in bundle.labels(n)] for n in bundle.heads})
         if self.batcher is not None:
@@ -124,8 +148,11 @@ class Service:
 
     # -- head changes ------------------------------------------------------
 
-    async def change(self, action: str, fn: Callable[[Any], Any]) -> Any:
-        """Apply ``fn`` to a copy of the bundle, save it, then serve it."""
+    async def change(
+        self, action: str, fn: Callable[[Any], Any], after: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """Apply ``fn`` to a copy of the bundle, save it (then ``after`` on it), then
+        serve it. Answers go on from the bundle served meanwhile."""
         assert self.write_lock is not None
         async with self.write_lock:
             current = self.bundle
@@ -137,6 +164,8 @@ class Service:
                 new = current.copy()
                 result = fn(new)
                 new.save(self.path)
+                if after is not None:
+                    after(new)
                 return new, result
 
             try:
@@ -147,6 +176,46 @@ class Service:
             self.metrics.updates.labels(action).inc()
             log.info("head change: %s (generation %s)", action, new.generation)
             return result
+
+    # -- corrections and learning ----------------------------------------------
+
+    async def add_feedback(self, texts: list[str], labels: dict[str, list[Any]]) -> dict:
+        """Keep corrections with the bundle (on disk when this returns)."""
+        bundle, limits = self.bundle, self.config.feedback_limits
+        try:
+            kept = await asyncio.to_thread(bundle.add_feedback, texts, labels, limits=limits)
+        except ManyheadsError as exc:
+            raise http_error(exc) from exc
+        for head, n in kept.items():
+            self.metrics.feedback.labels(head).inc(n)
+        return dict(kept)
+
+    def _due(self) -> list[str]:
+        """The heads with ``learn_after`` corrections no update has judged."""
+        counts = self.bundle.feedback_counts()
+        after = self.config.learn_after
+        return [h for h, c in counts.items() if h in self.bundle.heads and c["new"] >= after]
+
+    async def learn(self) -> None:
+        """Update heads in the background as corrections come (``serve --learn``): every
+        ``learn_check_s``, each head with ``learn_after`` new corrections is refitted on
+        a copy of the bundle and promoted only when not worse (the guard of
+        :mod:`manyheads.learn.update`); answering goes on meanwhile. One update runs on
+        a bundle folder at a time, whichever replica starts it."""
+        while True:
+            await asyncio.sleep(self.config.learn_check_s)
+            try:
+                due = await asyncio.to_thread(self._due)
+                if not due:
+                    continue
+                update = partial(_update, heads=due, min_feedback=self.config.learn_after)
+                report = await self.change("update", update, after=lambda b: b.drop_folded())
+                for h in report.heads:
+                    log.info("update of head %s: %s", h.head, h.reason)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # another replica updating, a bad row: try later
+                log.warning("manyheads: no update this time: %s", exc)
 
     async def watch(self) -> None:
         """Reload the bundle when its folder holds another generation than the one served."""

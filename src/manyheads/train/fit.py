@@ -22,6 +22,7 @@ from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
+from ..learn.drift import head_reference
 from ..trunks.base import check_texts
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
 from .settings import FitSettings
@@ -339,6 +340,8 @@ def fit_head(
             temperature, model.temperature_ = model.temperature_, 1.0
             metrics["ece_uncalibrated"] = head_scores(model, X_val, y_val)["ece"]
             model.temperature_ = temperature
+        # drift's reference: answers to rows the head was not fitted on (else its own)
+        reference = head_reference(model, X_val if len(y_val) else X[:5000])
         refit = s.refit
         if refit is None:  # default: multiclass heads only (see the docstring)
             refit = head_kind.exclusive and soft is None
@@ -379,6 +382,7 @@ def fit_head(
         "data_hash": data_hash(kept_texts, kept_labels),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
+        "reference": reference,
     }
     data = None
     if s.keep_data:

@@ -1,0 +1,427 @@
+"""Each head's drift: how far a window of its answers has moved from its reference.
+
+**The reference.** When a head is trained, :func:`reference_profile` keeps (in its
+info, ``info["reference"]``) what it answered on its validation split: the share of
+each label it gave (a "no label" bucket for the answers without one: a multilabel or
+hierarchical answer in which no label reached its threshold, or a blank text), a
+histogram of its confidence in ten fixed bins over [0, 1], the mean confidence and
+the number of rows. The confidence of an answer is its score (multiclass, binary:
+the probability of the label given) or the highest score of the labels it gives
+(multilabel, hierarchical: an answer with no label, or without scores, has none). A
+head trained before references were kept has none: its row says so and it never
+alarms.
+
+**The distances.** A window of answers is compared with the reference twice, on the
+labels given and on the confidence histogram, each with two distances of scipy:
+
+- the population stability index, ``PSI = sum((w - r) * ln(w / r))``: the symmetric
+  Kullback-Leibler divergence (:func:`scipy.special.rel_entr` both ways). It is the one
+  that alarms: its behaviour on equal distributions is known (for counts of ``n_ref``
+  and ``n_win`` rows it is close to ``chi2(k - 1) / n_eff`` with
+  ``1 / n_eff = 1 / n_ref + 1 / n_win``: the chi-squared statistic of the two samples),
+  so the alarm threshold can account for the sampling noise of a small reference or
+  window over many labels;
+- the Jensen-Shannon distance (:func:`scipy.spatial.distance.jensenshannon`, base 2):
+  between 0 and 1 and finite whatever the cells, the easier number to read and plot.
+
+Empty cells are smoothed: each label (or bin) seen on either side gets half a count
+on both sides (the Jeffreys prior), so a label the reference never gave does not
+make the PSI infinite; labels neither side gave are left out.
+
+**The alarm.** A head alarms when its window holds at least ``min_window`` answers
+and the PSI of its labels or of its confidence is over its threshold, the larger of
+``psi_alarm`` (default 0.25, the usual mark of a major shift) and the
+``1 - alpha`` quantile (``alpha`` default 1e-4) of the chi-squared noise above:
+a window that only differs from the reference by chance stays under it. A window
+rolls (the last ``window`` answers, default 1000), so the alarm clears again when
+the inputs come back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = [
+    "BINS",
+    "NO_LABEL",
+    "DriftSettings",
+    "DriftWindow",
+    "answer_confidence",
+    "answer_labels",
+    "drift_table",
+    "head_reference",
+    "reference_profile",
+]
+
+BINS = 10  # confidence histogram: ten equal bins over [0, 1]
+NO_LABEL = "(no label)"
+_VERSION = 1
+NO_REFERENCE = (
+    "no reference: the head was trained before references were kept (train it again to "
+    "watch its drift)"
+)
+
+
+@dataclass(frozen=True)
+class DriftSettings:
+    """How drift is measured.
+
+    ``window``: the answers a rolling window holds (None: every answer observed);
+    ``min_window``: the fewest answers before any alarm; ``psi_alarm``: the smallest
+    PSI that alarms; ``alpha``: the chance that a window drawn like the reference is
+    over the noise threshold (see the module docstring); ``smoothing``: the count
+    added to each cell seen on either side."""
+
+    window: int | None = 1000
+    min_window: int = 200
+    psi_alarm: float = 0.25
+    alpha: float = 1e-4
+    smoothing: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.window is not None and (
+            isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1
+        ):
+            raise ConfigError(f"drift window must be a positive integer, got {self.window!r}")
+        if isinstance(self.min_window, bool) or not isinstance(self.min_window, int):
+            raise ConfigError(f"min_window must be an integer, got {self.min_window!r}")
+        if self.min_window < 1 or (self.window is not None and self.min_window > self.window):
+            raise ConfigError(
+                f"min_window must be between 1 and the window ({self.window}), "
+                f"got {self.min_window}"
+            )
+        for name, low, high in (("psi_alarm", 0.0, 100.0), ("alpha", 1e-12, 0.5)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{name} must be a number, got {value!r}")
+            if not low < value <= high:
+                raise ConfigError(f"{name} must be over {low:g} and at most {high:g}, got {value}")
+        if not isinstance(self.smoothing, int | float) or not 0 < self.smoothing <= 10:
+            raise ConfigError(f"smoothing must be over 0 and at most 10, got {self.smoothing!r}")
+
+
+# -- one answer ---------------------------------------------------------------------
+
+
+def answer_labels(answer: Mapping[str, Any] | None) -> list[str]:
+    """The labels an answer gives, as text (``[NO_LABEL]`` when it gives none)."""
+    if not answer:
+        return [NO_LABEL]
+    if "labels" in answer:
+        labels = [str(v) for v in answer.get("labels") or ()]
+        return labels or [NO_LABEL]
+    label = answer.get("label")
+    return [NO_LABEL] if label is None else [str(label)]
+
+
+def answer_confidence(answer: Mapping[str, Any] | None) -> float | None:
+    """An answer's confidence: its score, or (multilabel, hierarchical) the highest
+    score of the labels it gives; None when it has none (no label, no scores)."""
+    if not answer:
+        return None
+    if "labels" not in answer:
+        score = answer.get("score")
+        return None if score is None else float(score)
+    scores = answer.get("scores")
+    if not isinstance(scores, Mapping) or not scores:
+        return None
+    given = [scores[lab] for lab in answer.get("labels") or () if scores.get(lab) is not None]
+    return float(max(given)) if given else None
+
+
+def _bin(confidence: float) -> int:
+    return min(BINS - 1, max(0, int(confidence * BINS)))
+
+
+@dataclass
+class _Tally:
+    """Counts of a head's answers: labels given, confidence bins, rows."""
+
+    labels: Counter[str] = field(default_factory=Counter)
+    bins: list[int] = field(default_factory=lambda: [0] * BINS)
+    confidence_sum: float = 0.0
+    confidence_n: int = 0
+    rows: int = 0
+    no_label: int = 0
+
+    def add(self, answer: Mapping[str, Any] | None) -> None:
+        labels = answer_labels(answer)
+        if len(labels) == 1:
+            self.labels[labels[0]] += 1
+            self.no_label += labels[0] == NO_LABEL
+        else:
+            self.labels.update(labels)
+        self.rows += 1
+        confidence = answer_confidence(answer)
+        if confidence is not None:
+            self.bins[_bin(confidence)] += 1
+            self.confidence_sum += confidence
+            self.confidence_n += 1
+
+    @property
+    def mean_confidence(self) -> float | None:
+        return self.confidence_sum / self.confidence_n if self.confidence_n else None
+
+
+def _tally(answers: Iterable[Mapping[str, Any] | None]) -> _Tally:
+    tally = _Tally()
+    for answer in answers:
+        tally.add(answer)
+    return tally
+
+
+# -- the reference ------------------------------------------------------------------
+
+
+def reference_profile(answers: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """A head's reference from its answers (one head's, one per text, as
+    ``Bundle.predict`` gives them): the share of each label given (``NO_LABEL``: none),
+    the confidence histogram (``BINS`` bins over [0, 1]) and mean, the rows. Plain JSON,
+    a few kilobytes at most."""
+    t = _tally(answers)
+    n = max(t.rows, 1)
+    label_total = max(sum(t.labels.values()), 1)
+    conf_n = max(t.confidence_n, 1)
+    mean = t.mean_confidence
+    return {
+        "version": _VERSION,
+        "n": t.rows,
+        "labels": {k: round(v / label_total, 6) for k, v in sorted(t.labels.items())},
+        "label_total": int(sum(t.labels.values())),
+        "no_label_share": round(t.no_label / n, 6),
+        "confidence": {
+            "bins": BINS,
+            "shares": [round(int(c) / conf_n, 6) for c in t.bins],
+            "n": t.confidence_n,
+            "mean": None if mean is None else round(mean, 6),
+        },
+    }
+
+
+def head_reference(model: Any, X: Any) -> dict[str, Any]:
+    """The reference of a fitted head (``LinearHead`` / ``MLPHead``) from its answers to
+    the rows ``X``."""
+    from ..heads.decode import answers
+
+    proba = model.predict_proba(X)
+    found = answers(
+        model.kind, model.classes_.tolist(), model.thresholds_, proba, "top", model.parents_
+    )
+    return reference_profile(found)
+
+
+# -- the distances ------------------------------------------------------------------
+
+
+def _distances(
+    ref: Mapping[str, float], ref_n: float, win: Mapping[str, float], win_n: float, s: DriftSettings
+) -> tuple[float, float, float]:
+    """``(PSI, JS distance, PSI threshold)`` of window counts ``win`` (``win_n`` rows)
+    against reference shares ``ref`` (``ref_n`` rows)."""
+    from scipy.spatial.distance import jensenshannon
+    from scipy.special import rel_entr
+    from scipy.stats import chi2
+
+    keys = sorted(k for k in {*ref, *win} if ref.get(k, 0) > 0 or win.get(k, 0) > 0)
+    ref_total = sum(ref.values()) or 1.0
+    win_total = sum(win.values()) or 1.0
+    # counts on the scale of rows; half a count on each cell seen on either side
+    r = np.array([ref.get(k, 0) / ref_total * ref_n for k in keys]) + s.smoothing
+    w = np.array([win.get(k, 0) / win_total * win_n for k in keys]) + s.smoothing
+    r, w = r / r.sum(), w / w.sum()
+    psi = float(np.sum(rel_entr(w, r) + rel_entr(r, w)))  # KL both ways
+    js = float(jensenshannon(w, r, base=2)) if len(keys) > 1 else 0.0
+    n_eff = 1.0 / (1.0 / max(ref_n, 1.0) + 1.0 / max(win_n, 1.0))
+    noise = float(chi2.ppf(1.0 - s.alpha, max(len(keys) - 1, 1))) / n_eff
+    return psi, js, max(s.psi_alarm, noise)
+
+
+def _r(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]:
+    """One head's row of the drift table."""
+    ref = info.get("reference")
+    mean = t.mean_confidence
+    row: dict[str, Any] = {
+        "kind": info.get("kind"),
+        "window": t.rows,
+        "reference_n": None,
+        "psi": None,
+        "js": None,
+        "psi_threshold": None,
+        "confidence_psi": None,
+        "confidence_js": None,
+        "confidence_threshold": None,
+        "mean_confidence": _r(mean),
+        "reference_confidence": None,
+        "confidence_change": None,
+        "no_label_share": _r(t.no_label / t.rows) if t.rows else None,
+        "reference_no_label_share": None,
+        "alarm": False,
+        "reason": "",
+    }
+    if not isinstance(ref, Mapping) or ref.get("version") != _VERSION:
+        return row | {"reason": NO_REFERENCE}
+    conf = ref.get("confidence") or {}
+    ref_mean = conf.get("mean")
+    change = None if mean is None or ref_mean is None else mean - float(ref_mean)
+    row |= {
+        "reference_n": int(ref.get("n", 0)),
+        "reference_confidence": _r(ref_mean),
+        "confidence_change": _r(change),
+        "reference_no_label_share": _r(ref.get("no_label_share")),
+    }
+    if not t.rows:
+        return row | {"reason": "no answers yet"}
+    # labels on the scale of rows (a multilabel answer gives several, or none)
+    ref_rows = float(ref.get("n", 0))
+    psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s)
+    row |= {"psi": _r(psi), "js": _r(js), "psi_threshold": _r(limit)}
+    moved = [f"labels PSI {psi:.3f} > {limit:.3f}"] if psi > limit else []
+    ref_bins = {str(i): float(v) for i, v in enumerate(conf.get("shares") or ())}
+    if t.confidence_n and ref_bins and conf.get("n"):
+        win_bins = {str(i): float(v) for i, v in enumerate(t.bins)}
+        cpsi, cjs, climit = _distances(ref_bins, float(conf["n"]), win_bins, t.confidence_n, s)
+        row |= {"confidence_psi": _r(cpsi), "confidence_js": _r(cjs)}
+        row["confidence_threshold"] = _r(climit)
+        if cpsi > climit:
+            moved.append(f"confidence PSI {cpsi:.3f} > {climit:.3f}")
+    if t.rows < s.min_window:
+        return row | {"reason": f"{t.rows} answers, fewer than the {s.min_window} to judge"}
+    if moved:
+        return row | {"alarm": True, "reason": "; ".join(moved)}
+    return row | {"reason": "within the reference's range"}
+
+
+def _settings(settings: DriftSettings | None) -> DriftSettings:
+    if settings is None:
+        return DriftSettings()
+    if not isinstance(settings, DriftSettings):
+        raise ConfigError(f"settings must be DriftSettings, got {type(settings).__name__}")
+    return settings
+
+
+def drift_table(
+    head_info: Mapping[str, Mapping[str, Any]],
+    answers: Iterable[Mapping[str, Any]],
+    settings: DriftSettings | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per head of ``head_info`` (``Bundle.head_info``), the drift of ``answers`` (one
+    dict per text, ``{head: answer}`` as ``Bundle.predict`` gives them; every one, the
+    window being the whole list) from the head's reference: ``window``, ``psi``, ``js``,
+    ``psi_threshold``, ``confidence_psi``, ``confidence_js``, ``mean_confidence``,
+    ``confidence_change``, ``no_label_share``, ``alarm``, ``reason``... (see the module
+    docstring)."""
+    s = _settings(settings)
+    tallies = {name: _Tally() for name in head_info}
+    for answer in answers:
+        for name, tally in tallies.items():
+            if name in answer:
+                tally.add(answer[name])
+    return {name: _row(info, tallies[name], s) for name, info in head_info.items()}
+
+
+# -- the rolling window -------------------------------------------------------------
+
+
+def _identity(info: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What tells a head from the one it replaced."""
+    ref = info.get("reference")
+    n = ref.get("n") if isinstance(ref, Mapping) else None
+    return (info.get("created"), info.get("data_hash"), info.get("kind"), n)
+
+
+class DriftWindow:
+    """The last ``settings.window`` answers of a service (every answer observed when the
+    window is None), thread-safe, in bounded memory.
+
+    :meth:`observe` only keeps the answers given (a few list operations, so answering
+    is not slowed); :meth:`report` counts them. :meth:`follow` with a bundle's
+    ``head_info`` starts a head's window again when the head was replaced (trained
+    again, installed) and forgets removed heads."""
+
+    def __init__(self, settings: DriftSettings | None = None) -> None:
+        self.settings = _settings(settings)
+        self._lock = threading.Lock()
+        self._batches: deque[tuple[int, Sequence[Mapping[str, Any]]]] = deque()
+        self._rows = 0  # rows the batches hold
+        self._seen = 0  # rows observed so far
+        self._since: dict[str, int] = {}  # a head's window starts at this row
+        self._identity: dict[str, tuple[Any, ...]] = {}
+        self._totals: dict[str, _Tally] = {}  # window None: running counts
+
+    def observe(self, answers: Sequence[Mapping[str, Any]]) -> None:
+        """Add answers (one dict per text, ``{head: answer}``) to the window."""
+        if not answers:
+            return
+        with self._lock:
+            start = self._seen
+            self._seen += len(answers)
+            if self.settings.window is None:
+                for answer in answers:
+                    for name, out in answer.items():
+                        if start >= self._since.get(name, 0):
+                            self._totals.setdefault(name, _Tally()).add(out)
+                return
+            self._batches.append((start, answers))
+            self._rows += len(answers)
+            window = self.settings.window
+            while self._batches and self._rows - len(self._batches[0][1]) >= window:
+                self._rows -= len(self._batches.popleft()[1])
+
+    def follow(self, head_info: Mapping[str, Mapping[str, Any]]) -> None:
+        """The heads answering from now on: a head replaced since starts again."""
+        with self._lock:
+            for name, info in head_info.items():
+                ident = _identity(info)
+                if self._identity.get(name, ident) != ident:
+                    self._since[name] = self._seen
+                    self._totals.pop(name, None)
+                self._identity[name] = ident
+            for name in [n for n in self._identity if n not in head_info]:
+                self._identity.pop(name)
+                self._since[name] = self._seen
+                self._totals.pop(name, None)
+
+    def report(self, head_info: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The drift table (:func:`drift_table`'s rows) of the window, for the heads of
+        ``head_info``."""
+        with self._lock:
+            batches = list(self._batches)
+            since = dict(self._since)
+            totals = {n: t for n, t in self._totals.items() if n in head_info}
+            window = self.settings.window
+            seen = self._seen
+        if window is None:
+            return {
+                name: _row(info, totals.get(name, _Tally()), self.settings)
+                for name, info in head_info.items()
+            }
+        first = max(0, seen - window)  # the oldest row still in the window
+        tallies = {name: _Tally() for name in head_info}
+        for start, batch in batches:
+            for i, answer in enumerate(batch):
+                row = start + i
+                if row < first:
+                    continue
+                for name, tally in tallies.items():
+                    if row >= since.get(name, 0) and name in answer:
+                        tally.add(answer[name])
+        return {name: _row(info, tallies[name], self.settings) for name, info in head_info.items()}
+
+    @property
+    def size(self) -> int:
+        """Answers observed and still in the window."""
+        with self._lock:
+            window = self.settings.window
+            return self._seen if window is None else min(self._rows, window)

@@ -1,0 +1,257 @@
+"""Guarded updates: refit a head from its kept training data and its corrections, and
+promote the new head only when it is not worse than the one it would replace.
+
+For each head asked (all by default) with at least ``min_feedback`` corrections no
+update has judged yet:
+
+1. Its pending corrections (those not yet in its kept data) are split by their id into
+   a held-back share (``held_back``, default 20%: every correction whose seeded hash
+   falls there) and the rest.
+2. A candidate is fitted on a copy of the bundle exactly as ``fit_head`` fits a head
+   (same head type, field, seed; validation split, calibration, refit), from the kept
+   rows plus the rest of the corrections. Texts come from the embedding cache, so only
+   new texts pay a trunk pass.
+3. Old and candidate are scored row by row on two sets: the held-back corrections (the
+   traffic now; neither head saw them) and up to ``max_old_rows`` of the kept rows
+   (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
+   single-label head (a label the head does not know counts as wrong) and the Jaccard
+   overlap of the label sets for a multilabel or hierarchical one.
+4. **The rule.** On each set the paired difference ``d = new - old`` has a mean and a
+   standard error ``se = std(d) / sqrt(n)``; the candidate is *not worse* on a set
+   when ``mean(d) >= -margin * se`` (``margin`` default 2: a loss smaller than twice
+   its noise is not evidence of a loss). It is promoted when it is not worse on both.
+   A set with no rows does not vote; with neither, nothing is promoted.
+5. A promoted head is fitted once more on every row (kept, corrections and the
+   held-back ones), saved with the next generation, its predecessor kept in its
+   history; a kept head records that its corrections were judged, so they count
+   again only with new ones.
+
+The report says per head: rows used, the scores before and after on each set,
+promoted or kept, and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..evaluate.holdout import outcome
+
+__all__ = ["HeadUpdate", "UpdateReport", "UpdateSettings", "update_heads"]
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """How heads are updated (checked on creation)."""
+
+    min_feedback: int = 1  # new corrections a head needs before it is refitted
+    held_back: float = 0.2  # share of corrections held back to judge old against new
+    max_old_rows: int = 2000  # kept training rows the two heads are also judged on
+    margin: float = 2.0  # standard errors of the paired difference a loss may be
+    keep: int = 5  # earlier generations a head keeps
+    seed: int = 0
+    dry_run: bool = False  # judge, report, change nothing
+
+    def __post_init__(self) -> None:
+        for name in ("min_feedback", "max_old_rows", "keep"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.held_back, float | int) or not 0 < self.held_back < 1:
+            raise ConfigError(f"held_back must be between 0 and 1, got {self.held_back!r}")
+        if not isinstance(self.margin, float | int) or not self.margin >= 0:
+            raise ConfigError(f"margin must be >= 0, got {self.margin!r}")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """Old and new on one set of rows: mean scores, paired difference, its noise."""
+
+    n: int = 0
+    before: float | None = None
+    after: float | None = None
+    se: float | None = None
+
+    def holds(self, margin: float) -> bool | None:
+        if not self.n or self.before is None or self.after is None or self.se is None:
+            return None
+        return self.after - self.before >= -margin * self.se
+
+
+@dataclass(frozen=True)
+class HeadUpdate:
+    """What an update did to one head."""
+
+    head: str
+    promoted: bool
+    reason: str
+    generation: int
+    rows_kept: int = 0
+    rows_feedback: int = 0
+    rows_held_back: int = 0
+    rows_old: int = 0
+    before: float | None = None  # on the held-back corrections
+    after: float | None = None
+    before_old: float | None = None  # on kept training rows
+    after_old: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    """Per head asked, what the update did (:class:`HeadUpdate`)."""
+
+    heads: list[HeadUpdate] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def promoted(self) -> list[str]:
+        return [h.head for h in self.heads if h.promoted]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "heads": [asdict(h) for h in self.heads]}
+
+
+def _held(row_id: int, seed: int, share: float) -> bool:
+    digest = hashlib.sha256(f"{seed}:{row_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") / 2**64 < share
+
+
+def _row_scores(head: Any, X: Any, labels: Sequence[Any]) -> np.ndarray:
+    """1/0 per row for a single-label head, the Jaccard overlap for a set of labels."""
+    found = outcome(head, X, list(labels), unseen=True)
+    if found.kind.is_set:
+        t, p = np.asarray(found.target) > 0, np.asarray(found.picked) > 0
+        union = (t | p).sum(axis=1)
+        return np.where(union == 0, 1.0, (t & p).sum(axis=1) / np.maximum(union, 1))
+    return (np.asarray(found.picked) == np.asarray(found.target)).astype(np.float64)
+
+
+def _judge(old: Any, new: Any, X: Any, labels: Sequence[Any]) -> Judged:
+    if not len(labels):
+        return Judged()
+    a, b = _row_scores(old, X, labels), _row_scores(new, X, labels)
+    d = b - a
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+    return Judged(len(d), float(a.mean()), float(b.mean()), se)
+
+
+def _fit_options(info: Mapping[str, Any], head: Any, settings: UpdateSettings) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "head": str(info.get("head_type") or "linear"),
+        "field": info.get("field"),
+        "seed": settings.seed,
+    }
+    if getattr(head, "path_sep", None):
+        options["path_sep"] = head.path_sep
+    return options
+
+
+def _rows_of(kept: Any, rows: Sequence[Any], name: str) -> tuple[list, list, list | None]:
+    texts, labels, groups = kept if kept is not None else ([], [], None)
+    texts = list(texts) + [r.text for r in rows]
+    labels = list(labels) + [r.labels[name] for r in rows]
+    if groups is not None:
+        groups = list(groups) + [f"feedback-{r.id}" for r in rows]
+    return texts, labels, groups
+
+
+def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) -> HeadUpdate:
+    t0 = time.perf_counter()
+    info = bundle.head_info[name]
+    marks = dict(info.get("feedback") or {})
+    through, tried = int(marks.get("through", 0)), int(marks.get("tried", 0))
+    pending = [r for r in rows if name in r.labels and r.id > through]
+    new = sum(r.id > tried for r in pending)
+    generation = int(info.get("generation", 1))
+    if new < s.min_feedback:
+        return HeadUpdate(
+            name,
+            False,
+            f"{new} new corrections; an update needs {s.min_feedback} (min_feedback)",
+            generation,
+        )
+    kept = bundle.training_data(name)
+    held = [r for r in pending if _held(r.id, s.seed, s.held_back)]
+    rest = [r for r in pending if not _held(r.id, s.seed, s.held_back)]
+    old = bundle.heads[name]
+    kind = str(info.get("kind"))
+    options = _fit_options(info, old, s)
+    texts, labels, groups = _rows_of(kept, rest, name)
+    candidate = bundle.copy()
+    candidate.fit_head(name, texts, labels, kind, groups=groups, keep_data=False, **options)
+    new_head = candidate.heads[name]
+    f_texts = [r.text for r in held]
+    on_feedback = (
+        _judge(old, new_head, bundle.embed(f_texts), [r.labels[name] for r in held])
+        if held
+        else Judged()
+    )
+    n_kept = 0 if kept is None else len(kept[0])
+    pick = np.random.default_rng(s.seed).permutation(n_kept)[: s.max_old_rows]
+    on_old = (
+        _judge(old, new_head, bundle.embed([kept[0][i] for i in pick]), [kept[1][i] for i in pick])
+        if n_kept
+        else Judged()
+    )
+    votes = [v for v in (on_feedback.holds(s.margin), on_old.holds(s.margin)) if v is not None]
+    promoted = bool(votes) and all(votes)
+    why = _why(on_feedback, on_old, promoted, s.margin)
+    marks = {"through": through, "tried": max(r.id for r in pending)}
+    if promoted:
+        marks["through"] = marks["tried"]
+    if not s.dry_run:
+        if promoted:
+            texts, labels, groups = _rows_of(kept, pending, name)
+            final = bundle.copy()
+            final.fit_head(name, texts, labels, kind, groups=groups, keep_data=True, **options)
+            generation = bundle.promote_head(name, final, marks, why, keep=s.keep)
+        else:
+            bundle.mark_feedback(name, marks, why)
+    return HeadUpdate(
+        head=name,
+        promoted=promoted,
+        reason=why,
+        generation=generation,
+        rows_kept=n_kept,
+        rows_feedback=len(pending),
+        rows_held_back=len(held),
+        rows_old=on_old.n,
+        before=on_feedback.before,
+        after=on_feedback.after,
+        before_old=on_old.before,
+        after_old=on_old.after,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+def _why(fb: Judged, old: Judged, promoted: bool, margin: float) -> str:
+    parts = []
+    for what, j in (("held-back corrections", fb), ("kept rows", old)):
+        if j.n:
+            assert j.before is not None and j.after is not None and j.se is not None
+            parts.append(f"{j.before:.3f} -> {j.after:.3f} on {j.n} {what} (noise {j.se:.3f})")
+    if not parts:
+        return "no rows to judge the new head on (no held-back corrections, no kept rows)"
+    verdict = "not worse" if promoted else f"worse by more than {margin:g}x its noise"
+    return f"{verdict}: " + "; ".join(parts)
+
+
+def update_heads(
+    bundle: Any,
+    heads: Sequence[str] | str | None = None,
+    settings: UpdateSettings | None = None,
+) -> UpdateReport:
+    """Update the heads ``heads`` (all by default) of ``bundle`` (a
+    :class:`~manyheads.bundle.Bundle`) from their corrections (see the module
+    docstring); the bundle holds the promoted heads afterwards, unsaved."""
+    s = settings or UpdateSettings()
+    names = bundle.resolve_heads(heads)
+    rows = bundle.feedback_rows()
+    return UpdateReport([_update_one(bundle, name, rows, s) for name in names], s.dry_run)
