@@ -1,46 +1,35 @@
 """A bundle that keeps learning: a prequential stream (answer a chunk, then learn from it).
 
-Real Debian package descriptions (``../shared/data/debdesc.jsonl.gz``), two heads:
-``lang`` and ``section`` (multiclass). Whole source-package families (``group``)
-stay together: a family is in the initial rows, in one chunk of the stream, or
-nowhere, and never reaches two chunks (a family that would overflow a chunk is cut).
+Real Debian package descriptions (``../shared/data/debdesc.jsonl.gz``), heads ``lang``
+and ``section``. A source-package family (``group``) is in the initial rows, in one
+chunk, or nowhere (a family that would overflow a chunk is cut there); a chunk's rows
+are shuffled. Before the shift (phase A): English, Danish and Italian descriptions of
+families with no package in the new sections (rust, golang, haskell, javascript, ruby,
+gnu-r); after it (phase B): every language of a family's translations and, for about
+``--new-share`` of the families, a package in a new section.
 
-- **Before the shift** (phase A): descriptions in English, Danish and Italian only,
-  of families with no package in the "new" sections (rust, golang, haskell,
-  javascript, ruby, gnu-r).
-- **After the shift** (phase B): every language of the family's translations (27
-  more languages appear) and, for ``--new-share`` of the families, a package in a
-  new section.
-
-The bundle is trained on ``--initial`` phase-A rows. The stream is ``--rows`` rows,
-the first half phase A, the second half phase B, in chunks of ``--chunk`` rows. Each
-chunk is first answered (its accuracy is the curve), then ``--feedback`` of its rows
-(chosen at random) get their true labels as corrections, and each learner learns
-from those corrections only:
+A bundle (``--trunk``) is trained on ``--initial`` phase-A rows. The stream is
+``--rows`` rows, half phase A then half phase B, in chunks of ``--chunk`` rows. Each
+chunk is answered (the accuracy curve), then ``--feedback`` of its rows, at random, get
+their true labels as corrections, and each learner learns from those only:
 
 - **frozen**: the initial bundle, never changed;
-- **manyheads updates**: ``Bundle.add_feedback`` of the chunk's corrections, then
-  ``Bundle.update_heads()`` (refit, judged against the old head, promoted when not
-  worse); its time is both calls;
-- **retrain**: every ``--retrain-every`` chunks a new bundle trained from scratch on
-  the initial rows plus every correction so far (the same labels the updates had);
-  its time is the whole training, trunk pass included (no embedding cache);
-- **river**: an online text pipeline per head (``--river``) that learns from the
-  initial rows, then from each correction as it comes (``learn_one``), answering each
-  row first (``predict_one``).
+- **updates**: ``Bundle.add_feedback`` of the corrections, then ``Bundle.update_heads()``
+  (refit, judged against the old head, promoted when not worse); timed together;
+- **retrain**: every ``--retrain-every`` chunks a new bundle from scratch on the initial
+  rows and every correction so far (the labels the updates had), timed with its trunk
+  pass (``--retrain-pass run``: no cache; ``charged``: cached embeddings plus the time
+  this run's first pass over those rows took, for a slow trunk);
+- **river**: per head an online pipeline (``--river``) that learns the initial rows, then
+  answers each chunk and learns its corrections (``learn_one``).
 
-Then:
-
-- **drift**: the frozen bundle's answers on a stationary stream (``--rows`` phase-A
-  rows, the stream's first half and as many more) and on the shifted stream, read
-  through ``manyheads.learn.drift.drift_table`` over a sliding window of
-  ``--drift-window`` answers every ``--drift-step`` rows: the statistic per head, the
-  first alarm, and a figure;
-- **guard**: the initial bundle gets ``--guard-rows`` corrections of unseen phase-A
-  rows, ``--guard-wrong`` of them wrong (another label of the head), then
-  ``update_heads()``; what it reports (before, after, promoted) beside the true
-  accuracy, on clean held-out rows, of the old head and of a head fitted on the same
-  rows; and the same with no wrong corrections.
+Then **drift**: the frozen bundle's answers on a stationary stream (``--rows`` phase-A
+rows: the stream's first half and as many more) and on the shifted stream, read by
+``manyheads.learn.drift.drift_table`` over the last ``--drift-window`` answers every
+``--drift-step`` rows; and the **guard**: the initial bundle gets ``--guard-rows``
+corrections of unseen phase-A rows, ``--guard-wrong`` of them wrong, then
+``update_heads()``: what it reports beside the accuracy, on clean unseen rows, of the
+old head and of a head fitted on the same rows; and the same with no wrong corrections.
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/stream.py [--quick] [--trunk static] \\
         [--json bench/results/stream.json] [--figure bench/results/stream.png]
@@ -136,6 +125,8 @@ def build_stream(args: argparse.Namespace) -> dict[str, Any]:
         if pick is not None:
             mixed.append(pick)
     shifted = stationary[:half] + _chunks(mixed, n - half, args.chunk)
+    for chunk in stationary + shifted[half:]:  # a chunk's families, in no order
+        rng.shuffle(chunk)
     return {
         "initial": initial,
         "stationary": stationary,
@@ -147,21 +138,17 @@ def build_stream(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def describe(stream: dict[str, Any]) -> dict[str, Any]:
-    half = stream["half"]
+    half, initial = stream["half"], stream["initial"]
     second = [r for c in stream["shifted"][half:] for r in c]
-    seen_langs = {r["lang"] for r in stream["initial"]}
-    seen_sections = {r["section"] for r in stream["initial"]}
+    known = {h: {r[h] for r in initial} for h in HEADS}
+    new = {h: sum(r[h] not in known[h] for r in second) for h in HEADS}
     return {
-        "initial_rows": len(stream["initial"]),
+        "initial_rows": len(initial),
         "stream_rows": sum(map(len, stream["shifted"])),
         "chunks": len(stream["shifted"]),
         "shift_at_row": sum(map(len, stream["shifted"][:half])),
-        "second_half_new_language_share": sum(r["lang"] not in seen_langs for r in second)
-        / len(second),
-        "second_half_new_section_share": sum(r["section"] not in seen_sections for r in second)
-        / len(second),
-        "languages_after": len({r["lang"] for r in second}),
-        "sections_after": len({r["section"] for r in second}),
+        **{f"second_half_unseen_{h}_share": new[h] / len(second) for h in HEADS},
+        **{f"second_half_{h}_classes": len({r[h] for r in second}) for h in HEADS},
     }
 
 
@@ -232,15 +219,22 @@ class RiverArm:
                 self.models[h].learn_one(r["text"], r[h])
         self.seconds = time.perf_counter() - t
 
-    def run_chunk(self, rows: Sequence[Row], corrected: set[int]) -> dict[str, list[Any]]:
-        """Answers each row, then learns from it when it is corrected."""
+    def run_chunk(
+        self, rows: Sequence[Row], corrected: set[int], rowwise: bool
+    ) -> dict[str, list[Any]]:
+        """Answers every row of the chunk, then learns from its corrections; ``rowwise``:
+        learns from a corrected row right after answering it."""
         out: dict[str, list[Any]] = {h: [] for h in HEADS}
         t = time.perf_counter()
         for i, r in enumerate(rows):
             for h in HEADS:
                 out[h].append(self.models[h].predict_one(r["text"]))
-                if i in corrected:
+                if rowwise and i in corrected:
                     self.models[h].learn_one(r["text"], r[h])
+        if not rowwise:
+            for i in sorted(corrected):
+                for h in HEADS:
+                    self.models[h].learn_one(rows[i]["text"], rows[i][h])
         self.seconds += time.perf_counter() - t
         return out
 
@@ -273,9 +267,6 @@ def prequential(args: argparse.Namespace, stream: dict[str, Any], work: Path) ->
     print(f"initial bundle ({args.trunk}, {len(initial)} rows): {time.perf_counter() - t:.1f} s")
     updated = Bundle.load(work / "frozen", cache=cache)
     updated.save(work / "updated")
-    can_update = hasattr(updated, "add_feedback") and hasattr(updated, "update_heads")
-    if not can_update:
-        print("Bundle.add_feedback / update_heads not available: the updates arm is skipped")
     retrained = frozen
     rivers = [RiverArm(name, initial) for name in args.river]
     rng = np.random.default_rng(args.seed)
@@ -288,36 +279,28 @@ def prequential(args: argparse.Namespace, stream: dict[str, Any], work: Path) ->
     for c, rows in enumerate(stream["shifted"]):
         texts = [r["text"] for r in rows]
         pass_seconds.update(time_pass(frozen, rows))
-        picks = {
-            "frozen": frozen,
-            "updates": updated if can_update else None,
-            "retrain": retrained,
-        }
-        for arm, bundle in picks.items():
-            if bundle is None:
-                continue
+        for arm, bundle in (("frozen", frozen), ("updates", updated), ("retrain", retrained)):
             labels, answers = bundle_labels(bundle, texts)
-            if arm == "frozen":
-                frozen_answers.extend(answers)
+            frozen_answers.extend(answers if arm == "frozen" else [])
             for h in HEADS:
                 curve[arm][h].append(accuracy(labels[h], rows, h))
         k = max(1, round(args.feedback * len(rows)))
         corrected = {int(i) for i in rng.choice(len(rows), size=k, replace=False)}
         fb = [rows[i] for i in sorted(corrected)]
         for river in rivers:
-            pred = river.run_chunk(rows, corrected)
+            pred = river.run_chunk(rows, corrected, args.river_rowwise)
             for h in HEADS:
                 curve[f"river {river.name}"][h].append(accuracy(pred[h], rows, h))
+        line = " ".join(f"{a} " + "/".join(f"{curve[a][h][-1]:.3f}" for h in HEADS) for a in arms)
+        print(f"chunk {c + 1:2d}/{len(stream['shifted'])} (lang/section) {line}", flush=True)
         seen.extend(fb)
         if c == len(stream["shifted"]) - 1:
             break  # nothing left to answer
-        if can_update:
-            seconds, report = manyheads_learn(updated, fb)
-            times["updates"].append(seconds)
-            updates.append(report)
-        retrain_now = (c + 1) % args.retrain_every == 0
+        seconds, report = manyheads_learn(updated, fb)
+        times["updates"].append(seconds)
+        updates.append(report)
         times["retrain"].append(None)
-        if retrain_now:
+        if (c + 1) % args.retrain_every == 0:
             t = time.perf_counter()
             if args.retrain_pass == "run":  # a bundle without a cache: the trunk pass runs
                 scratch = train_bundle(args.trunk, seen, None)
@@ -326,15 +309,8 @@ def prequential(args: argparse.Namespace, stream: dict[str, Any], work: Path) ->
                 scratch = train_bundle(args.trunk, seen, cache)
                 charged = sum(pass_seconds[id(r)] for r in seen)
                 times["retrain"][-1] = time.perf_counter() - t + charged
-            folder = work / f"retrain-{c}"
-            scratch.save(folder)
-            retrained = Bundle.load(folder, cache=cache)
-        line = " ".join(
-            f"{a} " + "/".join(f"{curve[a][h][-1]:.3f}" for h in HEADS)
-            for a in arms
-            if curve[a][HEADS[0]]
-        )
-        print(f"chunk {c + 1:2d}/{len(stream['shifted'])} (lang/section) {line}", flush=True)
+            scratch.save(work / f"retrain-{c}")
+            retrained = Bundle.load(work / f"retrain-{c}", cache=cache)
     for river in rivers:
         times[f"river {river.name}"] = [river.seconds]
     return {
@@ -403,7 +379,8 @@ def drift_curves(
         rows = table(head_info, list(answers[end - window : end]))
         for h in HEADS:
             r = rows[h]
-            for key in ("psi", "js", "mean_confidence", "no_label_share", "alarm"):
+            keys = ("psi", "psi_threshold", "js", "confidence_psi", "mean_confidence", "alarm")
+            for key in keys:
                 out[h].setdefault(key, []).append(r.get(key))
             out[h].setdefault("row", []).append(end)
             if r.get("alarm") and "first_reason" not in out[h]:
@@ -412,11 +389,8 @@ def drift_curves(
 
 
 def drift(args: argparse.Namespace, stream: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-    try:
-        from manyheads.learn.drift import drift_table
-    except ImportError:
-        print("manyheads.learn.drift not available: the drift part is skipped")
-        return {}
+    from manyheads.learn.drift import drift_table
+
     frozen = Bundle.load(run["frozen_folder"], cache=None)
     half = stream["half"]
     n_first = sum(map(len, stream["shifted"][:half]))
@@ -453,13 +427,9 @@ def guard(args: argparse.Namespace, stream: dict[str, Any], run: dict[str, Any])
     rows, test = stream["guard_train"], stream["guard_test"]
     out = []
     for wrong in (args.guard_wrong, 0.0):
-        folder = Path(tempfile.mkdtemp(prefix="stream-guard-"))
-        shutil.rmtree(folder)
+        folder = Path(run["frozen_folder"]).with_name(f"guard-{wrong}")
         shutil.copytree(run["frozen_folder"], folder)
         bundle = Bundle.load(folder, cache=None)
-        if not hasattr(bundle, "update_heads"):
-            print("Bundle.update_heads not available: the guard part is skipped")
-            return []
         rng = np.random.default_rng(args.seed + 2)
         bad = rng.random(len(rows)) < wrong
         given: dict[str, list[Any]] = {}
@@ -559,9 +529,12 @@ def figures(result: dict[str, Any], path: str, drift_path: str) -> None:
     for ax, h in zip(axes[0], HEADS, strict=True):
         for name in ("stationary", "shifted"):
             c = d[name][h]
-            ax.plot(c["row"], c["psi"], label=f"{name} stream: PSI")
-            hits = [r for r, a in zip(c["row"], c["alarm"], strict=True) if a]
-            ax.scatter(hits, [c["psi"][c["row"].index(r)] for r in hits], marker="x", s=14)
+            for key, what in (("psi", "labels"), ("confidence_psi", "confidence")):
+                ax.plot(c["row"], c[key], label=f"{name} stream: PSI of {what}")
+            hits = [i for i, a in enumerate(c["alarm"]) if a]
+            top = [max(c["psi"][i], c["confidence_psi"][i]) for i in hits]
+            ax.scatter([c["row"][i] for i in hits], top, marker="x", s=16, color="red")
+        ax.plot(d["shifted"][h]["row"], d["shifted"][h]["psi_threshold"], "k:", label="alarm")
         ax.axvline(d["shift_at_row"], color="grey", linestyle="--")
         ax.set(title=f"{h}: drift (window {d['window']})", xlabel="row", ylabel="PSI")
         ax.legend(fontsize=8)
@@ -587,6 +560,13 @@ def main() -> None:
     )
     ap.add_argument("--retrain-every", type=int, default=1, help="chunks between retrains")
     ap.add_argument("--river", default="char3-nb", help="comma-separated river pipelines")
+    ap.add_argument(
+        "--river-rowwise",
+        action="store_true",
+        help="river learns from a corrected row right after answering it (default: after "
+        "the chunk, as the others)",
+    )
+    ap.add_argument("--skip", default="", help="parts to skip: drift, guard (comma-separated)")
     ap.add_argument("--drift-window", type=int, default=1_000)
     ap.add_argument("--drift-step", type=int, default=250)
     ap.add_argument("--guard-rows", type=int, default=2_000)
@@ -595,7 +575,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a 4,000-row stream: a smoke run")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--figure", help="the accuracy curves (PNG); the drift curves beside it")
+    ap.add_argument("--replot", help="draw the figures of this --json file, run nothing")
     args = ap.parse_args()
+    if args.replot and args.figure:
+        with open(args.replot, encoding="utf-8") as fh:
+            figures(json.load(fh), args.figure, os.path.splitext(args.figure)[0] + "_drift.png")
+        return
     if args.quick:
         args.rows, args.initial, args.chunk, args.guard_rows = 4_000, 1_000, 500, 500
         args.drift_window, args.drift_step = 500, 250
@@ -619,8 +604,8 @@ def main() -> None:
             "updates": run["updates"],
             "summary": summary(run, stream["half"]),
         }
-        result["drift"] = drift(args, stream, run)
-        result["guard"] = guard(args, stream, run)
+        result["drift"] = {} if "drift" in args.skip else drift(args, stream, run)
+        result["guard"] = [] if "guard" in args.skip else guard(args, stream, run)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["seconds"] = time.perf_counter() - t0
