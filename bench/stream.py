@@ -46,6 +46,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -177,13 +178,7 @@ def manyheads_learn(bundle: Bundle, rows: Sequence[Row]) -> tuple[float, list[di
     bundle.add_feedback([r["text"] for r in rows], {h: [r[h] for r in rows] for h in HEADS})
     report = bundle.update_heads()
     seconds = time.perf_counter() - t
-    return seconds, [_update_row(h) for h in report.heads]
-
-
-def _update_row(h: Any) -> dict[str, Any]:
-    keys = ("head", "promoted", "before", "after", "rows_kept", "rows_feedback", "seconds")
-    keys += ("before_old", "after_old", "reason", "generation")
-    return {k: getattr(h, k, None) for k in keys}
+    return seconds, report.to_dict()["heads"]
 
 
 def river_pipeline(name: str) -> Any:
@@ -323,48 +318,35 @@ def prequential(args: argparse.Namespace, stream: dict[str, Any], work: Path) ->
 
 
 def summary(run: dict[str, Any], half: int) -> dict[str, Any]:
-    rows: dict[str, Any] = {}
-    for arm, per_head in run["curve"].items():
-        if not per_head[HEADS[0]]:
-            continue
-        rows[arm] = {
-            h: {
-                "first_half": float(np.mean(v[:half])),
-                "second_half": float(np.mean(v[half:])),
-                "all": float(np.mean(v)),
-            }
+    acc = {
+        arm: {
+            h: {"first_half": float(np.mean(v[:half])), "second_half": float(np.mean(v[half:]))}
             for h, v in per_head.items()
         }
-    upd = [t for t in run["times"]["updates"] if t is not None]
-    paired = [
-        (r, u)
-        for r, u in zip(run["times"]["retrain"], run["times"]["updates"], strict=False)
-        if r is not None and u is not None
-    ]
-    ret = [t for t in run["times"]["retrain"] if t is not None]
-    out: dict[str, Any] = {"accuracy": rows}
-    out["seconds"] = {
+        for arm, per_head in run["curve"].items()
+    }
+    upd, ret = run["times"]["updates"], run["times"]["retrain"]
+    paired = [(r, u) for r, u in zip(ret, upd, strict=True) if r is not None]
+    done = [r for r in ret if r is not None]
+    seconds = {
         "update_mean": float(np.mean(upd)) if upd else None,
         "update_max": float(np.max(upd)) if upd else None,
-        "retrain_mean": float(np.mean(ret)) if ret else None,
-        "retrain_max": float(np.max(ret)) if ret else None,
+        "retrain_mean": float(np.mean(done)) if done else None,
+        "retrain_max": float(np.max(done)) if done else None,
         "retrain_over_update": (
-            float(np.sum([r for r, _ in paired]) / np.sum([u for _, u in paired]))
-            if paired
-            else None
+            float(sum(r for r, _ in paired) / sum(u for _, u in paired)) if paired else None
         ),
         **{k: v[0] for k, v in run["times"].items() if k.startswith("river")},
     }
-    if "updates" in rows:
-        bars = {}
-        for h in HEADS:
-            u = rows["updates"][h]["second_half"]
-            bars[h] = {
-                "vs_frozen_points": 100 * (u - rows["frozen"][h]["second_half"]),
-                "vs_retrain_points": 100 * (u - rows["retrain"][h]["second_half"]),
-            }
-        out["bars"] = bars
-    return out
+    second = {arm: {h: acc[arm][h]["second_half"] for h in HEADS} for arm in acc}
+    bars = {
+        h: {
+            "vs_frozen_points": 100 * (second["updates"][h] - second["frozen"][h]),
+            "vs_retrain_points": 100 * (second["updates"][h] - second["retrain"][h]),
+        }
+        for h in HEADS
+    }
+    return {"accuracy": acc, "seconds": seconds, "bars": bars}
 
 
 # -- drift ----------------------------------------------------------------------
@@ -456,7 +438,7 @@ def guard(args: argparse.Namespace, stream: dict[str, Any], run: dict[str, Any])
         bundle.add_feedback(texts, given)
         report = bundle.update_heads()
         for h in report.heads:
-            row = _update_row(h)
+            row = asdict(h)
             row.update(
                 wrong_share=wrong,
                 corrections=len(rows),
@@ -499,9 +481,13 @@ def print_tables(result: dict[str, Any]) -> None:
     for row in result.get("guard", []):
         print(
             f"guard {row['head']} ({row['wrong_corrections']}/{row['corrections']} wrong): "
-            f"before {row['before']} after {row['after']} promoted {row['promoted']}; "
+            f"before {_f(row['before'])} after {_f(row['after'])} promoted {row['promoted']}; "
             f"clean accuracy old {row['clean_old']:.4f}, refit {row['clean_refit']:.4f}"
         )
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def figures(result: dict[str, Any], path: str, drift_path: str) -> None:
