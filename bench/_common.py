@@ -90,6 +90,18 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo; the platform's word elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def write_json(path: str | None, results: dict[str, Any]) -> None:
     """Write ``results`` to ``path`` (if given) for bench/RESULTS.md."""
     if path:
