@@ -156,13 +156,17 @@ def describe(stream: dict[str, Any]) -> dict[str, Any]:
 # -- learners -----------------------------------------------------------------
 
 
+FIT: dict[str, Any] = {}  # how heads are fitted (--C)
+
+
 def train_bundle(trunk: str, rows: Sequence[Row], cache: Any) -> Bundle:
-    """A new bundle on ``trunk`` with one head per HEADS, the library's defaults."""
+    """A new bundle on ``trunk`` with one head per HEADS (C as --C says, else the
+    library's defaults)."""
     bundle = Bundle(trunk=trunk, cache=cache)
     texts = [r["text"] for r in rows]
     groups = [r["group"] for r in rows]
     for head in HEADS:
-        bundle.fit_head(head, texts, [r[head] for r in rows], groups=groups)
+        bundle.fit_head(head, texts, [r[head] for r in rows], groups=groups, **FIT)
     return bundle
 
 
@@ -558,11 +562,18 @@ def main() -> None:
     ap.add_argument("--guard-rows", type=int, default=2_000)
     ap.add_argument("--guard-wrong", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--C",
+        default="auto",
+        help="C of the heads trained (initial bundle, retrains): auto (as `manyheads train` "
+        "does) or a number; updates refit at the C the head's search chose",
+    )
     ap.add_argument("--quick", action="store_true", help="a 4,000-row stream: a smoke run")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--figure", help="the accuracy curves (PNG); the drift curves beside it")
     ap.add_argument("--replot", help="draw the figures of this --json file, run nothing")
     args = ap.parse_args()
+    FIT["C"] = args.C if args.C == "auto" else float(args.C)
     if args.replot and args.figure:
         with open(args.replot, encoding="utf-8") as fh:
             figures(json.load(fh), args.figure, os.path.splitext(args.figure)[0] + "_drift.png")

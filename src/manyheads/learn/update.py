@@ -9,19 +9,23 @@ update has judged yet:
    falls there) and the rest.
 2. A candidate is fitted on a copy of the bundle exactly as ``fit_head`` fitted the
    head (its recipe, kept in its info: head type, field, seed, thresholds' objective,
-   part weights, validation share, refit, class weights, and the C its search chose,
-   so no search runs again), from the kept rows plus the rest of the corrections.
+   part weights, validation share, refit, class weights and C; a C that was searched,
+   as ``manyheads train`` does, is searched again on the new rows), from the kept rows
+   plus the rest of the corrections.
    Texts come from the embedding cache, so only new texts pay a trunk pass.
 3. Old and candidate are scored row by row on two sets: the held-back corrections (the
    traffic now; neither head saw them) and up to ``max_old_rows`` of the kept rows
    (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
    single-label head (a label the head does not know counts as wrong) and the Jaccard
    overlap of the label sets for a multilabel or hierarchical one.
-4. **The rule.** On each set the paired difference ``d = new - old`` has a mean and a
-   standard error ``se = std(d) / sqrt(n)``; the candidate is *not worse* on a set
-   when ``mean(d) >= -margin * se`` (``margin`` default 2: a loss smaller than twice
-   its noise is not evidence of a loss). It is promoted when it is not worse on both.
-   A set with no rows does not vote; with neither, nothing is promoted.
+4. **The rule.** Over the rows of both sets pooled (each row once), the paired
+   difference ``d = new - old`` has a mean and a standard error
+   ``se = std(d) / sqrt(n)``; the candidate is promoted when it is *not worse*:
+   ``mean(d) >= -margin * se`` (``margin`` default 2: a loss smaller than twice its
+   noise is not evidence of a loss). So a head that learns the traffic now at some
+   cost on the old rows is promoted when it gains more than it loses, row for row, and
+   one that corrections would make worse overall is kept. With no rows to judge on,
+   nothing is promoted.
 5. The candidate judged is the head promoted: saved with the next generation, its
    predecessor kept in its history. Its kept training data holds every correction it
    was judged with, the held-back ones too, so the next update learns from them. A
@@ -73,17 +77,23 @@ class UpdateSettings:
 
 @dataclass(frozen=True)
 class Judged:
-    """Old and new on one set of rows: mean scores, paired difference, its noise."""
+    """Old and new on one set of rows: mean scores and the paired per-row differences."""
 
     n: int = 0
     before: float | None = None
     after: float | None = None
-    se: float | None = None
+    d: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
-    def holds(self, margin: float) -> bool | None:
-        if not self.n or self.before is None or self.after is None or self.se is None:
-            return None
-        return self.after - self.before >= -margin * self.se
+
+def _verdict(sets: Sequence[Judged], margin: float) -> tuple[bool, float, float, int]:
+    """``(not worse, mean difference, its standard error, rows)`` over every row of
+    ``sets`` pooled."""
+    d = np.concatenate([j.d for j in sets]) if sets else np.zeros(0)
+    if not len(d):
+        return False, 0.0, 0.0, 0
+    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+    mean = float(d.mean())
+    return mean >= -margin * se, mean, se, len(d)
 
 
 @dataclass(frozen=True)
@@ -139,17 +149,15 @@ def _judge(old: Any, new: Any, X: Any, labels: Sequence[Any]) -> Judged:
     if not len(labels):
         return Judged()
     a, b = _row_scores(old, X, labels), _row_scores(new, X, labels)
-    d = b - a
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
-    return Judged(len(d), float(a.mean()), float(b.mean()), se)
+    return Judged(len(a), float(a.mean()), float(b.mean()), b - a)
 
 
 _RECIPE = ("C", "thresholds", "part_weights", "val_fraction", "refit", "class_weight")
 
 
 def _fit_options(info: Mapping[str, Any], head: Any, settings: UpdateSettings) -> dict[str, Any]:
-    """The head's own recipe (``info["fit"]``, kept by ``fit_head``: the C it chose, its
-    thresholds' objective, part weights, validation share, refit, class weights)."""
+    """The head's own recipe (``info["fit"]``, kept by ``fit_head``: its C, thresholds'
+    objective, part weights, validation share, refit, class weights)."""
     found = info.get("fit")
     recipe: Mapping[str, Any] = found if isinstance(found, dict) else {}
     options: dict[str, Any] = {k: recipe[k] for k in _RECIPE if k in recipe}
@@ -210,9 +218,8 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
         if n_kept
         else Judged()
     )
-    votes = [v for v in (on_feedback.holds(s.margin), on_old.holds(s.margin)) if v is not None]
-    promoted = bool(votes) and all(votes)
-    why = _why(on_feedback, on_old, promoted, s.margin)
+    promoted, mean, se, n = _verdict([on_feedback, on_old], s.margin)
+    why = _why(on_feedback, on_old, (promoted, mean, se, n), s.margin)
     marks = {"through": through, "tried": max(r.id for r in pending)}
     if promoted:
         marks["through"] = marks["tried"]
@@ -239,16 +246,17 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
     )
 
 
-def _why(fb: Judged, old: Judged, promoted: bool, margin: float) -> str:
-    parts = []
-    for what, j in (("held-back corrections", fb), ("kept rows", old)):
-        if j.n:
-            assert j.before is not None and j.after is not None and j.se is not None
-            parts.append(f"{j.before:.3f} -> {j.after:.3f} on {j.n} {what} (noise {j.se:.3f})")
-    if not parts:
+def _why(fb: Judged, old: Judged, verdict: tuple[bool, float, float, int], margin: float) -> str:
+    promoted, mean, se, n = verdict
+    if not n:
         return "no rows to judge the new head on (no held-back corrections, no kept rows)"
-    verdict = "not worse" if promoted else f"worse by more than {margin:g}x its noise"
-    return f"{verdict}: " + "; ".join(parts)
+    parts = [
+        f"{j.before:.3f} -> {j.after:.3f} on {j.n} {what}"
+        for what, j in (("held-back corrections", fb), ("kept rows", old))
+        if j.n
+    ]
+    verdict_text = "not worse" if promoted else f"worse by more than {margin:g}x its noise"
+    return f"{verdict_text}: {mean:+.3f} a row over {n} rows (noise {se:.3f}); " + "; ".join(parts)
 
 
 def update_heads(

@@ -186,16 +186,19 @@ def _part_scale(
 
 
 def _recipe(s: FitSettings, model: Any) -> dict[str, Any]:
-    """How the head was fitted, as an update fits it again: the settings that shape it,
-    with the C a search chose (a number: an update does not search again)."""
-    C = getattr(model, "C_", s.C) if isinstance(model, LinearHead) else s.C
+    """How the head was fitted, as an update fits it again: the settings that shape it
+    (``C``: a number, or ``"auto"``, searched again on the new rows; ``C_chosen``: the
+    value the search chose)."""
     recipe: dict[str, Any] = {
-        "C": float(C) if isinstance(C, int | float) else C,
+        "C": s.C if isinstance(s.C, str) else float(s.C),
         "thresholds": s.thresholds,
         "part_weights": s.part_weights,
         "val_fraction": s.val_fraction,
         "refit": s.refit,
     }
+    chosen = getattr(model, "C_", None)
+    if isinstance(chosen, int | float):
+        recipe["C_chosen"] = float(chosen)
     if s.class_weight is None or isinstance(s.class_weight, str):
         recipe["class_weight"] = s.class_weight
     return recipe
