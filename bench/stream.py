@@ -434,7 +434,7 @@ def guard(args: argparse.Namespace, stream: dict[str, Any], run: dict[str, Any])
             kt, kl, kg = kept[h] if kept[h] is not None else ([], [], None)
             groups = None if kg is None else list(kg) + [f"fb-{i}" for i in range(len(rows))]
             candidate.fit_head(
-                h, list(kt) + texts, list(kl) + given[h], groups=groups, keep_data=False
+                h, list(kt) + texts, list(kl) + given[h], groups=groups, keep_data=False, **FIT
             )
         test_texts = [r["text"] for r in test]
         old_l, _ = bundle_labels(bundle, test_texts)

@@ -18,14 +18,18 @@ update has judged yet:
    (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
    single-label head (a label the head does not know counts as wrong) and the Jaccard
    overlap of the label sets for a multilabel or hierarchical one.
-4. **The rule.** Over the rows of both sets pooled (each row once), the paired
-   difference ``d = new - old`` has a mean and a standard error
-   ``se = std(d) / sqrt(n)``; the candidate is promoted when it is *not worse*:
-   ``mean(d) >= -margin * se`` (``margin`` default 2: a loss smaller than twice its
-   noise is not evidence of a loss). So a head that learns the traffic now at some
-   cost on the old rows is promoted when it gains more than it loses, row for row, and
-   one that corrections would make worse overall is kept. With no rows to judge on,
-   nothing is promoted.
+4. **The rule.** On each set the paired difference ``d = new - old`` has a mean and a
+   standard error ``se = std(d) / sqrt(n)`` (its noise). The held-back corrections are
+   the honest test (neither head saw them; random wrong labels among them lower both
+   heads alike, so they do not tilt the comparison): the candidate must not be worse
+   there, ``mean(d) >= -margin * se`` (``margin`` default 2: a loss smaller than twice
+   its noise is not evidence of a loss). Both heads were fitted on the kept rows, and
+   the old one was fitted on nothing else, so it looks better on them than it is;
+   there the candidate may lose up to ``forget`` (0.05) beyond the noise, which keeps
+   a head that corrections would make forget what it knew (corrections that all name
+   one class, say) and lets one through that traded a little in-sample fit for the
+   traffic now. With no held-back corrections the kept rows decide alone, at
+   ``margin``; with no rows at all nothing is promoted.
 5. The candidate judged is the head promoted: saved with the next generation, its
    predecessor kept in its history. Its kept training data holds every correction it
    was judged with, the held-back ones too, so the next update learns from them. A
@@ -60,6 +64,7 @@ class UpdateSettings:
     held_back: float = 0.2  # share of corrections held back to judge old against new
     max_old_rows: int = 2000  # kept training rows the two heads are also judged on
     margin: float = 2.0  # standard errors of the paired difference a loss may be
+    forget: float = 0.05  # what the new head may lose on the kept rows, beyond the noise
     keep: int = 5  # earlier generations a head keeps
     seed: int = 0
     dry_run: bool = False  # judge, report, change nothing
@@ -73,6 +78,8 @@ class UpdateSettings:
             raise ConfigError(f"held_back must be between 0 and 1, got {self.held_back!r}")
         if not isinstance(self.margin, float | int) or not self.margin >= 0:
             raise ConfigError(f"margin must be >= 0, got {self.margin!r}")
+        if not isinstance(self.forget, float | int) or not 0 <= self.forget <= 1:
+            raise ConfigError(f"forget must be between 0 and 1, got {self.forget!r}")
 
 
 @dataclass(frozen=True)
@@ -85,15 +92,34 @@ class Judged:
     d: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-def _verdict(sets: Sequence[Judged], margin: float) -> tuple[bool, float, float, int]:
-    """``(not worse, mean difference, its standard error, rows)`` over every row of
-    ``sets`` pooled."""
-    d = np.concatenate([j.d for j in sets]) if sets else np.zeros(0)
-    if not len(d):
-        return False, 0.0, 0.0, 0
+def _mean_se(d: np.ndarray) -> tuple[float, float]:
     se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
-    mean = float(d.mean())
-    return mean >= -margin * se, mean, se, len(d)
+    return float(d.mean()), se
+
+
+def _verdict(fb: Judged, old: Judged, s: UpdateSettings) -> tuple[bool, str]:
+    """Whether the candidate is promoted (the rule of the module docstring), and the
+    verdict in words."""
+    if not fb.n and not old.n:
+        return False, "no rows to judge the new head on (no held-back corrections, no kept rows)"
+    parts = []
+    ok = True
+    if fb.n:
+        mean, se = _mean_se(fb.d)
+        held = mean >= -s.margin * se
+        ok &= held
+        parts.append(
+            f"{fb.before:.3f} -> {fb.after:.3f} on {fb.n} held-back corrections (noise {se:.3f})"
+        )
+    if old.n:
+        mean, se = _mean_se(old.d)
+        # kept rows: seen by both heads, so only a loss beyond `forget` counts (with no
+        # held-back corrections, any loss beyond the noise)
+        allowed = s.margin * se + (s.forget if fb.n else 0.0)
+        ok &= mean >= -allowed
+        parts.append(f"{old.before:.3f} -> {old.after:.3f} on {old.n} kept rows (noise {se:.3f})")
+    verdict = "not worse" if ok else "worse"
+    return ok, f"{verdict}: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -218,8 +244,7 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
         if n_kept
         else Judged()
     )
-    promoted, mean, se, n = _verdict([on_feedback, on_old], s.margin)
-    why = _why(on_feedback, on_old, (promoted, mean, se, n), s.margin)
+    promoted, why = _verdict(on_feedback, on_old, s)
     marks = {"through": through, "tried": max(r.id for r in pending)}
     if promoted:
         marks["through"] = marks["tried"]
@@ -244,19 +269,6 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
         after_old=on_old.after,
         seconds=round(time.perf_counter() - t0, 3),
     )
-
-
-def _why(fb: Judged, old: Judged, verdict: tuple[bool, float, float, int], margin: float) -> str:
-    promoted, mean, se, n = verdict
-    if not n:
-        return "no rows to judge the new head on (no held-back corrections, no kept rows)"
-    parts = [
-        f"{j.before:.3f} -> {j.after:.3f} on {j.n} {what}"
-        for what, j in (("held-back corrections", fb), ("kept rows", old))
-        if j.n
-    ]
-    verdict_text = "not worse" if promoted else f"worse by more than {margin:g}x its noise"
-    return f"{verdict_text}: {mean:+.3f} a row over {n} rows (noise {se:.3f}); " + "; ".join(parts)
 
 
 def update_heads(
