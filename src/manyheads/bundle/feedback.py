@@ -49,6 +49,7 @@ __all__ = [
     "drop_rows",
     "pending_counts",
     "read_rows",
+    "rows_per_head",
     "update_lock",
 ]
 
@@ -299,6 +300,15 @@ def update_lock(folder: Path, *, wait: bool = True) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def rows_per_head(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of ``rows`` (``{"text", "labels"}``) correct each head."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for head in row["labels"]:
+            counts[head] = counts.get(head, 0) + 1
+    return counts
 
 
 def pending_counts(

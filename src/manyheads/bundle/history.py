@@ -29,7 +29,7 @@ from .._io import write_hashed
 from .._text import loads_json
 from ..errors import BundleError, DataError
 from .state import Record
-from .store import BUNDLE_JSON, HISTORY_DIR, own_path
+from .store import BUNDLE_JSON, HISTORY_DIR, header_metadata, own_path
 
 __all__ = ["KEEP", "generation_of", "history_entry", "read_generation"]
 
@@ -91,9 +91,8 @@ def read_generation(folder: Path, entry: Mapping[str, Any], name: str) -> tuple[
             f"{path}: generation {entry['generation']} of head {name!r} does not match the "
             f"SHA-256 {folder / BUNDLE_JSON} names"
         )
+    meta = header_metadata(blob, path)
     try:
-        n = int.from_bytes(blob[:8], "little")
-        meta = loads_json(blob[8 : 8 + n]).get("__metadata__") or {}
         record = loads_json(meta["manyheads_head"])
         tensors = load(blob)
     except (SafetensorError, ValueError, KeyError, TypeError, AttributeError) as exc:

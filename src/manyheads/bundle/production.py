@@ -22,6 +22,7 @@ from .feedback import (
     drop_rows,
     pending_counts,
     read_rows,
+    rows_per_head,
 )
 from .format import KeptData, data_hash
 from .history import KEEP, generation_of, history_entry, read_generation
@@ -225,11 +226,7 @@ class InProduction:
         """Append rows :meth:`check_feedback` made to the saved bundle's log, durably;
         the rows kept per head."""
         append_rows(folder_of(self), rows, limits or FeedbackLimits())
-        counts: dict[str, int] = {}
-        for row in rows:
-            for head in row["labels"]:
-                counts[head] = counts.get(head, 0) + 1
-        return counts
+        return rows_per_head(rows)
 
     def feedback_rows(self) -> list[FeedbackRow]:
         """The corrections kept with the saved bundle, oldest first."""

@@ -46,6 +46,7 @@ __all__ = [
     "collect_garbage",
     "folder_lock",
     "has_bundle",
+    "header_metadata",
     "named_files",
     "own_path",
     "read_document",
@@ -138,7 +139,7 @@ class OnDisk:
         return gen if isinstance(gen, str) else None
 
 
-def _header_metadata(header: bytes, where: Path) -> dict[str, str]:
+def header_metadata(header: bytes, where: Path) -> dict[str, str]:
     """The ``__metadata__`` of a safetensors file from its first bytes (8-byte length,
     then the JSON header)."""
     try:
@@ -182,7 +183,7 @@ def has_bundle(folder: str | os.PathLike[str]) -> bool:
     if not (folder / HEADS_FILE).is_file():
         return False
     try:
-        return "bundle_json" in _header_metadata(_read_header(folder / HEADS_FILE), folder)
+        return "bundle_json" in header_metadata(_read_header(folder / HEADS_FILE), folder)
     except (OSError, BundleError):
         return False
 
@@ -220,7 +221,7 @@ def read_document(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
         header = None
     except OSError as exc:
         raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc.strerror or exc}") from None
-    meta = None if header is None else _header_metadata(header, folder / HEADS_FILE)
+    meta = None if header is None else header_metadata(header, folder / HEADS_FILE)
     return _document(folder, meta)
 
 
@@ -238,7 +239,7 @@ def read_folder(folder: str | os.PathLike[str]) -> OnDisk | None:
         blob = None
     except OSError as exc:
         raise BundleError(f"cannot read {heads_file}: {exc.strerror or exc}") from None
-    meta = None if blob is None else _header_metadata(blob, heads_file)
+    meta = None if blob is None else header_metadata(blob, heads_file)
     doc = _document(folder, meta)
     return None if doc is None else OnDisk(doc=doc, blob=blob)
 

@@ -11,7 +11,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..bundle.feedback import FeedbackFullError, FeedbackLimits
+from ..bundle.feedback import FeedbackFullError, FeedbackLimits, rows_per_head
 
 __all__ = ["FeedbackWriter"]
 
@@ -53,7 +53,7 @@ class FeedbackWriter:
                         _settle(done, exc=exc)
                     continue
                 for request, done in batch:
-                    _settle(done, _counts(request))
+                    _settle(done, rows_per_head(request))
         finally:
             self._running = False
 
@@ -66,7 +66,7 @@ class FeedbackWriter:
         except Exception as exc:
             _settle(done, exc=exc)
         else:
-            _settle(done, _counts(rows))
+            _settle(done, rows_per_head(rows))
 
     @staticmethod
     def _append(bundle: Any, rows: list[dict[str, Any]], limits: FeedbackLimits) -> None:
@@ -74,14 +74,6 @@ class FeedbackWriter:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-
-
-def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for row in rows:
-        for head in row["labels"]:
-            counts[head] = counts.get(head, 0) + 1
-    return counts
 
 
 def _settle(done: Any, result: Any = None, exc: BaseException | None = None) -> None:
