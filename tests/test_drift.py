@@ -21,6 +21,7 @@ from manyheads.learn.drift import (
     DriftWindow,
     answer_confidence,
     answer_labels,
+    design_effect,
     drift_table,
     reference_profile,
 )
@@ -138,6 +139,43 @@ def test_a_replaced_head_starts_its_window_again(bundle, answers):
     assert rows["section"]["window"] == 300
     window.observe(answers["stationary"][300:400])
     assert window.report(info)["role"]["window"] == 100
+
+
+def test_the_design_effect_of_rows_that_come_in_groups():
+    """Rows of a group that all get one answer vary like one row each: the design effect
+    is the group's size; rows on their own, or too few groups, count as 1."""
+    labels = [[str(i % 4)] for i in range(400)]
+    assert design_effect(labels, list(range(400))) == pytest.approx(1, abs=0.05)
+    grouped = [[str((i // 8) % 4)] for i in range(400)]  # 50 groups of 8 alike
+    assert design_effect(grouped, [i // 8 for i in range(400)]) == pytest.approx(8, rel=0.05)
+    assert design_effect(grouped, [i // 50 for i in range(400)]) == 1.0  # 8 groups
+    ref = reference_profile(
+        [{"label": c[0], "score": 0.9} for c in grouped], [i // 8 for i in range(400)]
+    )
+    assert ref["design_effect"]["labels"] == pytest.approx(8, rel=0.05)
+    assert ref["design_effect"]["confidence"] == 1.0  # one bin: nothing varies
+
+
+def test_the_design_effect_widens_the_threshold_and_bad_values_are_ignored(bundle, answers):
+    info = bundle.head_info["section"]
+    base = drift_table({"section": info}, answers["stationary"])["section"]
+    assert base["design_effect"] == pytest.approx(info["reference"]["design_effect"]["labels"])
+    for value, expect in ((4.0, 4.0), ("4", 1.0), (True, 1.0), (1e9, 1.0)):
+        ref = {**info["reference"], "design_effect": {"labels": value, "confidence": value}}
+        row = drift_table({"section": {**info, "reference": ref}}, answers["stationary"])
+        assert row["section"]["design_effect"] == expect
+        if expect == 4.0:
+            assert row["section"]["psi_threshold"] >= base["psi_threshold"]
+
+
+def test_a_refitted_multiclass_head_takes_its_reference_from_out_of_fold_answers(rows):
+    train = rows["train"][:600]
+    b = Bundle(trunk="hashing", cache=None)
+    texts = [r["text"] for r in train]
+    b.fit_head("section", texts, [r["section"] for r in train], groups=[r["group"] for r in train])
+    ref = b.head_info["section"]["reference"]
+    assert ref["n"] == len(train)  # every row, answered by a fold that did not see it
+    assert ref["design_effect"]["labels"] >= 1.0
 
 
 def test_a_head_without_a_reference_never_alarms(bundle, answers):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import write_jsonl
 
@@ -14,6 +15,7 @@ from manyheads import Bundle
 from manyheads.bundle.feedback import FEEDBACK_FILE, FeedbackFullError, FeedbackLimits
 from manyheads.cli import main
 from manyheads.errors import BundleError, ConfigError, DataError
+from manyheads.heads.linear import LinearHead
 from manyheads.learn.update import _held
 
 OLD = ("libs", "utils", "devel", "doc")
@@ -235,6 +237,68 @@ def test_update_settings_are_checked(folder: Path) -> None:
         bundle.update_heads(held_back=1.5)
     with pytest.raises(ConfigError, match="min_feedback must be a positive integer"):
         bundle.update_heads(min_feedback=0)
+    with pytest.raises(ConfigError, match="full must be true or false, got 'yes'"):
+        bundle.update_heads(full="yes")
+
+
+def test_a_warm_update_starts_from_the_head_and_walks_its_C(
+    tmp_path: Path, debian_rows: list
+) -> None:
+    """The default update fits from the head's weights: the outputs it had start where
+    they were, a new label's at zero; a searched C is walked again when a new label
+    comes (and its rows recorded), not when a few rows of known labels come."""
+    old_rows, new = _split(debian_rows)
+    folder = tmp_path / "b"
+    bundle = Bundle("hashing")
+    bundle.fit_head(
+        "section", [r["text"] for r in old_rows], [r["section"] for r in old_rows], C="auto"
+    )
+    bundle.save(folder)
+    info = bundle.head_info["section"]
+    assert info["fit"]["C"] == "auto" and info["fit"]["C_rows"] == len(old_rows)
+    # a few corrections of known labels: C kept, the head refitted from its weights
+    known = old_rows[:40]
+    bundle.add_feedback([r["text"] for r in known], {"section": [r["section"] for r in known]})
+    (section,) = bundle.update_heads(["section"]).heads
+    assert section.fit == "warm" and section.promoted, section.reason
+    info = Bundle.load(folder).head_info["section"]
+    assert info["fit"]["C_rows"] == len(old_rows) and info["refit"]["how"] == "warm"
+    assert info["refit"]["rows"] == len(old_rows) + 40 - section.rows_held_back
+    # new labels: C walked on a validation split, the reference answered there again
+    fresh = new[:200]
+    bundle = Bundle.load(folder)
+    bundle.add_feedback([r["text"] for r in fresh], {"section": [r["section"] for r in fresh]})
+    (section,) = bundle.update_heads(["section"]).heads
+    assert section.fit == "warm" and section.promoted, section.reason
+    loaded = Bundle.load(folder)
+    info = loaded.head_info["section"]
+    assert info["fit"]["C_rows"] == len(old_rows) + 40 + 200 - section.rows_held_back
+    assert info["reference"]["n"] < len(old_rows) + 240  # its validation split's answers
+    assert len(loaded.labels("section")) > len(OLD)
+    # --full fits by the recipe, as train does
+    bundle = Bundle.load(folder)
+    more = new[200:260]
+    bundle.add_feedback([r["text"] for r in more], {"section": [r["section"] for r in more]})
+    (section,) = bundle.update_heads(["section"], full=True).heads
+    assert section.fit == "recipe"
+
+
+def test_a_warm_start_carries_the_outputs_into_a_grown_class_list() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 8)).astype(np.float32)
+    y = np.array(["a", "c", "e"])[X[:, :3].argmax(1)]
+    head = LinearHead(C=1.0).fit(X, y)
+    coef, intercept = head.coef_.copy(), head.intercept_.copy()
+    head.classes_ = np.array(["a", "b", "c", "d", "e"])
+    start = head._carried_start(["a", "c", "e"], 8)
+    assert start is not None
+    np.testing.assert_array_equal(start.coef[[0, 2, 4]], coef)
+    np.testing.assert_array_equal(start.coef[[1, 3]], 0)
+    np.testing.assert_array_equal(start.intercept[[0, 2, 4]], intercept)
+    assert (start.intercept[[1, 3]] == intercept.min()).all()
+    # a label gone, or other features: a cold start
+    assert head._carried_start(["a", "c", "z"], 8) is None
+    assert head._carried_start(["a", "c", "e"], 9) is None
 
 
 @pytest.mark.parametrize("kind", ["binary", "multilabel", "hierarchical"])

@@ -42,6 +42,7 @@ from .answer import answers_of, cached_features
 from .entry import head_entry, head_from_export
 from .feedback import update_lock
 from .files import build_trunk, load_folder, read_training_data, save_folder, trunk_arrays
+from .fitting import Fitting
 from .format import KeptData, data_hash
 from .production import InProduction, drop_folded, folder_of
 from .recheck import trunk_probabilities
@@ -66,7 +67,7 @@ __all__ = ["Bundle"]
 _DEFAULT = "default"
 
 
-class Bundle(InProduction, Tiered):
+class Bundle(InProduction, Tiered, Fitting):
     """One trunk and many heads; every answer from one trunk pass.
 
     Parameters
@@ -527,7 +528,7 @@ class Bundle(InProduction, Tiered):
         """Refit heads from their kept data and corrections, promote each only when it is
         not worse, save: see :mod:`manyheads.learn.update` for the rule and the
         options (``min_feedback``, ``held_back``, ``margin``, ``keep``, ``seed``,
-        ``dry_run``; ``wait=False``: refuse rather than wait for an update running
+        ``dry_run``, ``full``; ``wait=False``: refuse rather than wait for an update running
         elsewhere on the folder; ``save=False``: leave saving, and dropping the
         corrections folded in from the log (:meth:`drop_folded`), to the caller)."""
         from ..learn.update import UpdateSettings, update_heads

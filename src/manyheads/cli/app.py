@@ -59,6 +59,9 @@ heads_app.command("list")(heads.heads_list)
 heads_app.command("rm")(heads.heads_rm)
 heads_app.command("history")(heads.heads_history)
 heads_app.command("rollback")(heads.heads_rollback)
+heads_app.command("add")(heads.heads_add)
+heads_app.command("show")(heads.heads_show)
+heads_app.command("relabel")(heads.heads_relabel)
 
 
 def _print_version(value: bool) -> None:

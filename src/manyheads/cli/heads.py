@@ -1,15 +1,17 @@
-"""``manyheads heads``: listing and removing heads, a head's generations and rollback."""
+"""``manyheads heads``: listing and removing heads, a head's generations and rollback;
+heads made from label names (``add``), shown and relabelled."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from .. import jobs
 from .common import table
-from .options import BUNDLE, JSON, argument, command, option, take
+from .options import BUNDLE, CACHE, JSON, argument, command, option, take
 
 
 @command(BUNDLE, option("as_json", bool, "--json", "Print JSON.", False))
@@ -97,3 +99,97 @@ def heads_rollback(**options: Any) -> None:
     name, bundle, to = take(options, "name", "bundle", "to")
     generation = jobs.rollback_head(bundle, name, to)
     typer.echo(f"head {name!r} of {bundle} is at generation {generation}")
+
+
+LABELS = option(
+    "labels",
+    list[str],
+    "--label -l",
+    "A label, 'NAME' or 'NAME: DESCRIPTION' (the name ends at the first ': '); repeat for more.",
+    [],
+)
+LABELS_FILE = option(
+    "labels_file",
+    Path | None,
+    "--labels-file",
+    "A JSON object mapping each label to its description (or null), or a list of names.",
+    None,
+)
+
+
+@command(
+    argument("name", str, "Head to add (or replace)."),
+    BUNDLE,
+    LABELS,
+    LABELS_FILE,
+    option(
+        "kind",
+        str,
+        "--kind",
+        "multiclass, binary (one label X: 'is this about X'), multilabel or hierarchical "
+        "(labels are paths, parent::child).",
+        "multiclass",
+    ),
+    option(
+        "trunk",
+        str | None,
+        "--trunk",
+        "Trunk of a new bundle (default: minilm); one that maps texts by meaning: minilm, "
+        "static, a model folder, or a composite holding one that needs no texts to fit.",
+        None,
+    ),
+    option("path_sep", str, "--label-path-sep", "Separator of hierarchical label paths.", "::"),
+    *CACHE,
+    JSON,
+)
+def heads_add(**options: Any) -> None:
+    """Add a head made from label names and descriptions: it answers at once, one block
+    of the fused product, and learns from examples and corrections (docs/guides/zero-shot.md)."""
+    name, bundle, as_json = take(options, "name", "bundle", "as_json")
+    found = jobs.add_named_head(bundle, name, **options)
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    typer.echo(
+        f"added head {name!r} ({found['kind']}, {len(found['labels'])} labels, made from their "
+        f"names on trunk {found['trunk']}) to {bundle} in {found['seconds']:.2f} s"
+    )
+
+
+@command(argument("name", str, "Head to show."), BUNDLE, JSON)
+def heads_show(**options: Any) -> None:
+    """A head's kind, how it was made (from label names, examples or both, and how many),
+    its labels with their descriptions, and its validation metrics."""
+    name, bundle, as_json = take(options, "name", "bundle", "as_json")
+    found = jobs.show_head(bundle, name)
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    _print_head(found)
+
+
+def _print_head(found: dict[str, Any]) -> None:
+    made = found["made"]
+    how = made.get("from", "examples")
+    examples = made.get("examples", found.get("n_train"))
+    typer.echo(
+        f"head {found['name']}: {found['kind']}, field {found['field']}, generation "
+        f"{found['generation']}; made from {how}" + (f" ({examples} examples)" if examples else "")
+    )
+    metrics = found["metrics"]
+    if metrics.get("accuracy") is not None:
+        typer.echo(f"validation accuracy {metrics['accuracy']:.4f}")
+    cells = [[r["label"], r["description"] or ""] for r in found["labels"]]
+    typer.echo(table(cells, ["label", "description"]))
+
+
+@command(argument("name", str, "Head to relabel."), BUNDLE, LABELS, LABELS_FILE, JSON)
+def heads_relabel(**options: Any) -> None:
+    """Change the descriptions of a head made from label names ('NAME: DESCRIPTION') and
+    build it again (from its examples too, when it has learnt from some)."""
+    name, bundle, as_json = take(options, "name", "bundle", "as_json")
+    found = jobs.relabel(bundle, name, **options)
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    _print_head(found)

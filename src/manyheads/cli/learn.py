@@ -60,6 +60,14 @@ def feedback(**options: Any) -> None:
     option(
         "dry_run", bool, "--dry-run", "Judge old against new and report; change nothing.", False
     ),
+    option(
+        "full",
+        bool,
+        "--full",
+        "Fit each head by its whole recipe, as train does (C searched, temperature "
+        "cross-fitted; slower); default: from its weights.",
+        False,
+    ),
     SEED,
     *CACHE,
     JSON,
@@ -83,12 +91,13 @@ def update(**options: Any) -> None:
             h.after,
             h.before_old,
             h.after_old,
+            h.fit,
             h.seconds,
         ]
         for h in report.heads
     ]
     header = ["head", "result", "gen", "corrections", "held_back", "before", "after"]
-    typer.echo(table(rows, [*header, "before_old", "after_old", "seconds"]))
+    typer.echo(table(rows, [*header, "before_old", "after_old", "fit", "seconds"]))
     for h in report.heads:
         typer.echo(f"{h.head}: {h.reason}")
     if report.dry_run:

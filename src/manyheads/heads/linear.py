@@ -40,8 +40,9 @@ class LinearHead(HeadBase):
     C : float or "auto"
         Inverse L2 regularisation strength (as in scikit-learn). ``"auto"``
         picks it on the validation data passed to :meth:`fit`:
-        starting at 1, C is multiplied (or divided) by 4 while the validation
-        log-loss after temperature scaling improves; the path is warm-started.
+        starting at 1 (with ``warm_start``, at the C chosen before), C is multiplied
+        (or divided) by 4 while the validation log-loss after temperature scaling
+        improves; the path is warm-started.
         Without validation data ``"auto"`` means 1 (or the C chosen before,
         when refitting with ``warm_start``). The chosen value is ``C_``.
     class_weight : None, "balanced" or dict
@@ -60,7 +61,16 @@ class LinearHead(HeadBase):
     tol : float
         L-BFGS stops when the largest gradient component is below ``tol``.
     warm_start : bool
-        Start from the previous solution when refitting (same labels).
+        Start from the previous solution when refitting: the outputs of the labels
+        it knew keep their weights, a new label's start at zero (a label gone, or
+        other features: a cold start).
+
+    prior : LinearHead, optional
+        A fitted head of the same kind (a head made from label names) whose weights
+        the L2 penalty pulls towards, instead of towards zero: with few rows the
+        head stays near it, with many it becomes an ordinary head. Its labels join
+        the head's (a label without rows keeps the prior's weights); the fit starts
+        from them. Not part of the stored record.
 
     Learned attributes: ``classes_``, ``coef_`` (outputs x features),
     ``intercept_``, ``temperature_``, ``thresholds_`` (binary / multilabel),
@@ -87,9 +97,10 @@ class LinearHead(HeadBase):
         tol: float = 1e-4,
         warm_start: bool = False,
         path_sep: str = PATH_SEP,
+        prior: LinearHead | None = None,
     ) -> None:
         self.kind, self.C, self.class_weight, self.calibrate = kind, C, class_weight, calibrate
-        self.path_sep = path_sep
+        self.path_sep, self.prior = path_sep, prior
         self.thresholds, self.max_iter, self.tol = thresholds, max_iter, tol
         self.warm_start = warm_start
 
@@ -103,6 +114,13 @@ class LinearHead(HeadBase):
             raise ConfigError(f"max_iter must be a positive integer, got {self.max_iter!r}")
         if not isinstance(self.tol, numbers.Real) or not self.tol > 0:
             raise ConfigError(f"tol must be a positive number, got {self.tol!r}")
+        prior = self.prior
+        if prior is not None and (
+            not isinstance(prior, LinearHead)
+            or not hasattr(prior, "coef_")
+            or prior.kind != self.kind
+        ):
+            raise ConfigError(f"prior must be a fitted {self.kind} LinearHead, got {prior!r}")
 
     def fit(
         self,
@@ -129,14 +147,17 @@ class LinearHead(HeadBase):
         # learning from a teacher: its labels are the classes, answered or not
         classes = None if soft_target is None else _teacher_classes(soft_target[0])
         X, target = self._fit_start(X, y, classes)
-        warm = None
-        if (
-            self.warm_start
-            and hasattr(self, "coef_")
-            and previous_classes is not None
-            and np.array_equal(previous_classes, self.classes_)
-        ):
-            warm = LinearSolution(self.coef_, self.intercept_, 0)
+        center = None
+        if self.prior is not None and soft_target is None:
+            union = _sorted_union(self.prior.classes_.tolist(), self.classes_.tolist())
+            if union != self.classes_.tolist():
+                target = self._learn_targets(y, union)
+            center = self._mapped(self.prior, X.shape[1], fill=0.0)
+            if center is None:
+                raise DataError("the prior head's features differ from these rows'")
+        warm = center
+        if self.warm_start and hasattr(self, "coef_") and previous_classes is not None:
+            warm = self._carried_start(previous_classes.tolist(), X.shape[1]) or warm
         self.n_features_in_ = X.shape[1]
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         if sw is not None and sw.ndim == 1 and len(sw) == X.shape[0] and not sw.any():
@@ -157,6 +178,7 @@ class LinearHead(HeadBase):
                     warm_start=start,
                     max_iter=int(self.max_iter),
                     tol=float(self.tol),
+                    prior=center,
                 )
         else:
             idx = target
@@ -174,6 +196,7 @@ class LinearHead(HeadBase):
                         warm_start=start,
                         max_iter=int(self.max_iter),
                         tol=float(self.tol),
+                        prior=center,
                     )
                 return fit_softmax(
                     X,
@@ -184,6 +207,7 @@ class LinearHead(HeadBase):
                     warm_start=start,
                     max_iter=int(self.max_iter),
                     tol=float(self.tol),
+                    prior=center,
                 )
 
         has_val = X_val is not None and y_val is not None and len(y_val) > 0
@@ -205,6 +229,38 @@ class LinearHead(HeadBase):
             self.calibrate_on(X_val, y_val)
         return self
 
+    def _carried_start(self, previous: list[Any], n_features: int) -> LinearSolution | None:
+        """The previous solution as a start for the classes now learnt: each output
+        the head had keeps its weights; an output for a class it did not know starts at
+        zero weights and the lowest intercept (a rare class). None when a class it knew
+        is gone or the features changed: a cold start."""
+        old = LinearHead(self.kind, path_sep=self.path_sep)
+        old.classes_, old.coef_, old.intercept_ = np.asarray(previous), self.coef_, self.intercept_
+        return self._mapped(old, n_features, fill=None)
+
+    def _mapped(
+        self, other: LinearHead, n_features: int, fill: float | None
+    ) -> LinearSolution | None:
+        """``other``'s weights on this head's outputs (``classes_``): an output it lacks
+        gets zero weights and the intercept ``fill`` (None: its lowest). None when
+        ``other`` has an output this head lacks or other features."""
+        kind = self.head_kind
+        old_out = kind.output_classes(other.classes_.tolist())
+        new_out = kind.output_classes(self.classes_.tolist())
+        coef, intercept = other.coef_, other.intercept_
+        if coef.shape != (len(old_out), n_features) or not set(old_out) <= set(new_out):
+            return None
+        if old_out == new_out:
+            return LinearSolution(coef, intercept, 0)
+        row = {c: i for i, c in enumerate(old_out)}
+        start = float(intercept.min()) if fill is None else fill
+        mapped = np.zeros((len(new_out), n_features), dtype=coef.dtype)
+        offsets = np.full(len(new_out), start, intercept.dtype)
+        for j, c in enumerate(new_out):
+            if c in row:
+                mapped[j], offsets[j] = coef[row[c]], intercept[row[c]]
+        return LinearSolution(mapped, offsets, 0)
+
     def _soft_columns(self, labels: Sequence[Any], P: Any, *, rows: int) -> np.ndarray:
         """``P``'s columns in the order of ``classes_`` (binary: the positive class's)."""
         P = np.asarray(P, dtype=np.float64)
@@ -221,27 +277,31 @@ class LinearHead(HeadBase):
         return kind.soft_target(P[:, [where[c] for c in classes]])
 
     def _select_C(self, solve, warm, X_val, y_val):  # type: ignore[no-untyped-def]
-        """Walk C by factors of 4 from 1 while the calibrated validation log-loss improves."""
+        """Walk C by factors of 4 while the calibrated validation log-loss improves: from
+        1, or, warm-started, from the C chosen before."""
         X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)
+        start = float(getattr(self, "C_", 1.0)) if warm is not None else 1.0
+        start = min(max(start, _C_MIN), _C_MAX)
         if len(target) == 0:
-            return 1.0, solve(1.0, warm)
+            return start, solve(start, warm)
 
         def score(sol: LinearSolution) -> float:
             return self._calibrated_loss(X_val, target, sol.coef, sol.intercept)
 
-        first = solve(1.0, warm)
-        results = {1.0: (score(first), first)}
+        first = solve(start, warm)
+        results = {start: (score(first), first)}
         for factor in (4.0, 0.25):
-            C, sol = 1.0, first
+            C, sol = start, first
             while _C_MIN <= C * factor <= _C_MAX:
                 C *= factor
                 sol = solve(C, sol)
                 results[C] = (score(sol), sol)
                 if results[C][0] >= results[C / factor][0]:
                     break
-            if len(results) > 2 or results.get(4.0, (np.inf,))[0] < results[1.0][0]:
-                break  # improving upwards: no need to look below 1
+            up = results.get(start * 4.0, (np.inf,))[0]
+            if len(results) > 2 or up < results[start][0]:
+                break  # improving upwards: no need to look below the start
         best = min(results, key=lambda c: results[c][0])
         return best, results[best][1]
 
@@ -314,7 +374,9 @@ class LinearHead(HeadBase):
         ``C_`` (folds by ``groups`` when given; fitted in threads) give a logit for
         every row from a model that did not see it; the temperature minimising their
         log-loss replaces ``temperature_``. Returns the
-        temperature, the out-of-fold expected calibration error at it and the rows used.
+        temperature, the out-of-fold expected calibration error at it, the rows used
+        and the out-of-fold probabilities at the temperature (``proba``) of the rows
+        a fold answered (``proba_rows``).
         """
         import warnings
 
@@ -347,7 +409,7 @@ class LinearHead(HeadBase):
         column = {c: i for i, c in enumerate(self.classes_.tolist())}
         logits = np.full((len(y_arr), len(self.classes_)), -np.inf, dtype=np.float64)
         seen = np.zeros(len(y_arr), dtype=bool)
-        params = {**self.get_params(), "C": float(self.C_), "calibrate": False}
+        params = {**self.get_params(deep=False), "C": float(self.C_), "calibrate": False}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # sklearn: "least populated class" warnings
             folds = [f for f in folds if len(np.unique(y_arr[f[0]])) >= 2]
@@ -378,12 +440,29 @@ class LinearHead(HeadBase):
             self.temperature_ = fit_temperature(z, target, "multiclass")
         proba = self.proba_from_logits((z / self.temperature_).astype(np.float32))
         ece = expected_calibration_error(proba.max(1), proba.argmax(1) == target)
-        return {"temperature": float(self.temperature_), "ece_cv": ece, "n": int(seen.sum())}
+        rows = np.flatnonzero(np.isfinite(logits).any(axis=1))
+        every = np.where(np.isfinite(logits[rows]), logits[rows], -1e9) / self.temperature_
+        return {
+            "temperature": float(self.temperature_),
+            "ece_cv": ece,
+            "n": int(seen.sum()),
+            "proba": self.proba_from_logits(every.astype(np.float32)),
+            "proba_rows": rows,
+        }
 
     # -- prediction --------------------------------------------------------
 
     def _logits(self, X: Any) -> np.ndarray:
         return np.asarray(X @ self.coef_.T + self.intercept_)
+
+
+def _sorted_union(a: list[Any], b: list[Any]) -> list[Any]:
+    """The labels of both lists, sorted (in ``b``'s order when they cannot be)."""
+    both = list(dict.fromkeys([*b, *a]))
+    try:
+        return sorted(both)
+    except TypeError:
+        return both
 
 
 def _teacher_classes(labels: Sequence[Any]) -> list[Any]:

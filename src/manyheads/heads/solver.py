@@ -46,10 +46,12 @@ def fit_softmax(
     warm_start: LinearSolution | None = None,
     max_iter: int = 500,
     tol: float = 1e-4,
+    prior: LinearSolution | None = None,
 ) -> LinearSolution:
     """Multinomial logistic regression; ``y`` holds class indices, or is an ``(n, K)``
     matrix of target probabilities (soft targets: the cross-entropy against each row's
-    distribution, as in distillation)."""
+    distribution, as in distillation). ``prior``: the weights and intercepts the L2
+    penalty pulls towards (default: the weights towards zero, the intercepts free)."""
     X, XT, sw, total = _prepare(X, sample_weight)
     n, d = X.shape
     K = n_classes
@@ -57,6 +59,7 @@ def fit_softmax(
     scale = (sw / total).astype(np.float32)
     lam = 1.0 / (C * total)
     Q = np.asarray(y, dtype=np.float32) if np.ndim(y) == 2 else None
+    center = _center(prior, K, d)
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
         W64, Z = _logits(X, w, d, K)
@@ -71,7 +74,7 @@ def fit_softmax(
         else:
             Z[rows, y] -= 1.0
         Z *= scale[:, None]
-        return _penalised(w, W64, XT, Z, loss, lam)
+        return _penalised(w, W64, XT, Z, loss, lam, center)
 
     return _run(objective, d, K, warm_start, max_iter, tol)
 
@@ -86,8 +89,10 @@ def fit_sigmoid(
     warm_start: LinearSolution | None = None,
     max_iter: int = 500,
     tol: float = 1e-4,
+    prior: LinearSolution | None = None,
 ) -> LinearSolution:
-    """Independent binary logistic regressions, one per column of the 0/1 matrix ``Y``."""
+    """Independent binary logistic regressions, one per column of the 0/1 matrix ``Y``;
+    ``prior`` as in :func:`fit_softmax`."""
     X, XT, sw, total = _prepare(X, sample_weight)
     d = X.shape[1]
     K = Y.shape[1]
@@ -96,6 +101,7 @@ def fit_sigmoid(
     if pos_weight is not None:
         weights *= np.where(Yf > 0, pos_weight[None, :].astype(np.float32), np.float32(1.0))
     lam = 1.0 / (C * total)
+    center = _center(prior, K, d)
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
         W64, Z = _logits(X, w, d, K)
@@ -107,7 +113,7 @@ def fit_sigmoid(
         np.reciprocal(G, out=G)
         G -= Yf
         G *= weights
-        return _penalised(w, W64, XT, G, loss, lam)
+        return _penalised(w, W64, XT, G, loss, lam, center)
 
     return _run(objective, d, K, warm_start, max_iter, tol)
 
@@ -120,16 +126,38 @@ def _logits(X: Any, w: np.ndarray, d: int, K: int) -> tuple[np.ndarray, np.ndarr
     return W64, Z
 
 
+def _center(prior: LinearSolution | None, K: int, d: int) -> np.ndarray | None:
+    """The prior packed as the solver's vector (weights as (d, K), then intercepts)."""
+    if prior is None:
+        return None
+    if prior.coef.shape != (K, d) or prior.intercept.shape != (K,):
+        raise ValueError(f"prior weights must be {K} x {d}, got {prior.coef.shape}")
+    return prior.packed()
+
+
 def _penalised(
-    w: np.ndarray, W64: np.ndarray, XT: Any, G: np.ndarray, loss: float, lam: float
+    w: np.ndarray,
+    W64: np.ndarray,
+    XT: Any,
+    G: np.ndarray,
+    loss: float,
+    lam: float,
+    center: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray]:
     """The objective and its gradient: ``loss`` plus the L2 penalty on the weights (not
-    the intercepts); ``G``: the loss's gradient in the logits."""
+    the intercepts); with a prior (``center``), on the distance of weights and
+    intercepts from it; ``G``: the loss's gradient in the logits."""
     d, K = W64.shape
     grad = np.empty_like(w)
-    grad[: d * K] = (XT @ G + lam * W64).ravel()
-    grad[d * K :] = G.sum(axis=0)
-    return loss + 0.5 * lam * float(np.dot(w[: d * K], w[: d * K])), grad
+    if center is None:
+        grad[: d * K] = (XT @ G + lam * W64).ravel()
+        grad[d * K :] = G.sum(axis=0)
+        flat = w[: d * K]
+        return loss + 0.5 * lam * float(np.dot(flat, flat)), grad
+    off = w - center
+    grad[: d * K] = (XT @ G).ravel() + lam * off[: d * K]
+    grad[d * K :] = G.sum(axis=0) + lam * off[d * K :]
+    return loss + 0.5 * lam * float(np.dot(off, off)), grad
 
 
 def _prepare(

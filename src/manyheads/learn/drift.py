@@ -181,17 +181,52 @@ def _tally(answers: Iterable[Mapping[str, Any] | None]) -> _Tally:
 # -- the reference ------------------------------------------------------------------
 
 
-def reference_profile(answers: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+MIN_GROUPS = 10  # groups a reference needs before its design effect is measured
+
+
+def design_effect(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> float:
+    """The mean design effect (Rao and Scott's first-order correction) of the shares of
+    the cells each row counts in (``cells[i]``: row i's labels, or its confidence bin)
+    when rows come in ``groups``: how much more the shares vary from sample to sample
+    than if every row were drawn on its own (1: not at all). Rows of one group (a
+    package's descriptions, a user's messages) tend to get the same answers, so a window
+    of traffic holds fewer independent answers than rows. 1 with fewer than
+    ``MIN_GROUPS`` groups; at most 50."""
+    ids: dict[Any, int] = {}
+    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
+    n_rows, n_groups = len(g), len(ids)
+    names = sorted({c for row in cells for c in row})
+    if n_groups < MIN_GROUPS or len(names) < 2 or n_rows != len(cells):
+        return 1.0
+    col = {c: j for j, c in enumerate(names)}
+    y = np.zeros((n_groups, len(names)))  # each group's count in each cell
+    for gi, row in zip(g, cells, strict=True):
+        for c in row:
+            y[gi, col[c]] += 1
+    size = np.bincount(g, minlength=n_groups).astype(np.float64)
+    p = y.sum(axis=0) / n_rows
+    # the ratio estimator's variance of each share under cluster sampling
+    var = n_groups / (n_groups - 1) * ((y - np.outer(size, p)) ** 2).sum(axis=0) / n_rows**2
+    keep = p > 0
+    # mean over the cells of deff = var / (p (1 - p) / n), weighted by (1 - p)
+    mean = n_rows * float((var[keep] / p[keep]).sum()) / (int(keep.sum()) - 1)
+    return float(min(max(mean, 1.0), 50.0))
+
+
+def reference_profile(
+    answers: Sequence[Mapping[str, Any] | None], groups: Sequence[Any] | None = None
+) -> dict[str, Any]:
     """A head's reference from its answers (one head's, one per text, as
     ``Bundle.predict`` gives them): the share of each label given (``NO_LABEL``: none),
-    the confidence histogram (``BINS`` bins over [0, 1]) and mean, the rows. Plain JSON,
-    a few kilobytes at most."""
+    the confidence histogram (``BINS`` bins over [0, 1]) and mean, the rows; with the
+    rows' ``groups``, the design effect of the labels and of the confidence bins
+    (:func:`design_effect`). Plain JSON, a few kilobytes at most."""
     t = _tally(answers)
     n = max(t.rows, 1)
     label_total = max(sum(t.labels.values()), 1)
     conf_n = max(t.confidence_n, 1)
     mean = t.mean_confidence
-    return {
+    out: dict[str, Any] = {
         "version": _VERSION,
         "n": t.rows,
         "labels": {k: round(v / label_total, 6) for k, v in sorted(t.labels.items())},
@@ -204,28 +239,46 @@ def reference_profile(answers: Sequence[Mapping[str, Any] | None]) -> dict[str, 
             "mean": None if mean is None else round(mean, 6),
         },
     }
+    if groups is not None and len(groups) == len(answers):
+        conf = [answer_confidence(a) for a in answers]
+        bins = [[] if c is None else [str(_bin(c))] for c in conf]
+        out["design_effect"] = {
+            "labels": round(design_effect([answer_labels(a) for a in answers], groups), 4),
+            "confidence": round(design_effect(bins, groups), 4),
+        }
+    return out
 
 
-def head_reference(model: Any, X: Any) -> dict[str, Any]:
+def head_reference(
+    model: Any, X: Any, groups: Sequence[Any] | None = None, proba: Any = None
+) -> dict[str, Any]:
     """The reference of a fitted head (``LinearHead`` / ``MLPHead``) from its answers to
-    the rows ``X``."""
+    the rows ``X`` (in ``groups``, when given), or from probabilities ``proba`` it (or
+    models like it) gave them."""
     from ..heads.decode import answers
 
-    proba = model.predict_proba(X)
+    if proba is None:
+        proba = model.predict_proba(X)
     found = answers(
         model.kind, model.classes_.tolist(), model.thresholds_, proba, "top", model.parents_
     )
-    return reference_profile(found)
+    return reference_profile(found, groups)
 
 
 # -- the distances ------------------------------------------------------------------
 
 
 def _distances(
-    ref: Mapping[str, float], ref_n: float, win: Mapping[str, float], win_n: float, s: DriftSettings
+    ref: Mapping[str, float],
+    ref_n: float,
+    win: Mapping[str, float],
+    win_n: float,
+    s: DriftSettings,
+    deff: float = 1.0,
 ) -> tuple[float, float, float]:
     """``(PSI, JS distance, PSI threshold)`` of window counts ``win`` (``win_n`` rows)
-    against reference shares ``ref`` (``ref_n`` rows)."""
+    against reference shares ``ref`` (``ref_n`` rows), rows drawn in groups with design
+    effect ``deff``."""
     from scipy.spatial.distance import jensenshannon
     from scipy.special import rel_entr
     from scipy.stats import chi2
@@ -240,8 +293,14 @@ def _distances(
     psi = float(np.sum(rel_entr(w, r) + rel_entr(r, w)))  # KL both ways
     js = float(jensenshannon(w, r, base=2)) if len(keys) > 1 else 0.0
     n_eff = 1.0 / (1.0 / max(ref_n, 1.0) + 1.0 / max(win_n, 1.0))
-    noise = float(chi2.ppf(1.0 - s.alpha, max(len(keys) - 1, 1))) / n_eff
+    noise = float(chi2.ppf(1.0 - s.alpha, max(len(keys) - 1, 1))) * deff / n_eff
     return psi, js, max(s.psi_alarm, noise)
+
+
+def _deff(value: Any) -> float:
+    """A kept design effect, or 1 (a number in [1, 50] or nothing)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 50
+    return float(value) if ok else 1.0
 
 
 def _r(value: float | None, digits: int = 6) -> float | None:
@@ -256,6 +315,7 @@ def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]
         "kind": info.get("kind"),
         "window": t.rows,
         "reference_n": None,
+        "design_effect": None,
         "psi": None,
         "js": None,
         "psi_threshold": None,
@@ -285,13 +345,20 @@ def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]
         return row | {"reason": "no answers yet"}
     # labels on the scale of rows (a multilabel answer gives several, or none)
     ref_rows = float(ref.get("n", 0))
-    psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s)
+    found = ref.get("design_effect")
+    deff: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    labels_deff = _deff(deff.get("labels"))
+    row["design_effect"] = labels_deff
+    psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s, labels_deff)
     row |= {"psi": _r(psi), "js": _r(js), "psi_threshold": _r(limit)}
     moved = [f"labels PSI {psi:.3f} > {limit:.3f}"] if psi > limit else []
     ref_bins = {str(i): float(v) for i, v in enumerate(conf.get("shares") or ())}
     if t.confidence_n and ref_bins and conf.get("n"):
         win_bins = {str(i): float(v) for i, v in enumerate(t.bins)}
-        cpsi, cjs, climit = _distances(ref_bins, float(conf["n"]), win_bins, t.confidence_n, s)
+        conf_deff = _deff(deff.get("confidence"))
+        cpsi, cjs, climit = _distances(
+            ref_bins, float(conf["n"]), win_bins, t.confidence_n, s, conf_deff
+        )
         row |= {"confidence_psi": _r(cpsi), "confidence_js": _r(cjs)}
         row["confidence_threshold"] = _r(climit)
         if cpsi > climit:

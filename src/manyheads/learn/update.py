@@ -7,12 +7,18 @@ update has judged yet:
 1. Its pending corrections (those not yet in its kept data) are split by their id into
    a held-back share (``held_back``, default 20%: every correction whose seeded hash
    falls there) and the rest.
-2. A candidate is fitted on a copy of the bundle exactly as ``fit_head`` fitted the
-   head (its recipe, kept in its info: head type, field, seed, thresholds' objective,
-   part weights, validation share, refit, class weights and C; a C that was searched,
-   as ``manyheads train`` does, is searched again on the new rows), from the kept rows
-   plus the rest of the corrections.
-   Texts come from the embedding cache, so only new texts pay a trunk pass.
+2. A candidate is fitted on a copy of the bundle from the kept rows plus the rest of
+   the corrections. A linear head is fitted again from its own weights
+   (:func:`~manyheads.train.fit.refit_head`): a label it did not know grows it by one
+   output; a C that was searched is walked from its value on a validation split once
+   the rows have grown by a quarter since it was searched or a new label comes, else
+   kept with the temperature and thresholds. With ``full`` (and for an MLP head) it is fitted
+   exactly as ``fit_head`` fitted it, by its recipe kept in its info (head type,
+   field, seed, thresholds' objective, part weights, validation share, refit, class
+   weights and C, a searched C searched again from 1, the temperature cross-fitted):
+   several times slower, the same accuracy on the stream of ``bench/stream.py``.
+   Texts come from the embedding cache, so only new texts pay a trunk pass (one for
+   every text an update needs).
 3. Old and candidate are scored row by row on two sets: the held-back corrections (the
    traffic now; neither head saw them) and up to ``max_old_rows`` of the kept rows
    (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
@@ -68,6 +74,7 @@ class UpdateSettings:
     keep: int = 5  # earlier generations a head keeps
     seed: int = 0
     dry_run: bool = False  # judge, report, change nothing
+    full: bool = False  # fit by the head's whole recipe (C searched, temperature cross-fitted)
 
     def __post_init__(self) -> None:
         for name in ("min_feedback", "max_old_rows", "keep"):
@@ -80,6 +87,9 @@ class UpdateSettings:
             raise ConfigError(f"margin must be >= 0, got {self.margin!r}")
         if not isinstance(self.forget, float | int) or not 0 <= self.forget <= 1:
             raise ConfigError(f"forget must be between 0 and 1, got {self.forget!r}")
+        for name in ("dry_run", "full"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,7 @@ class HeadUpdate:
     after: float | None = None
     before_old: float | None = None  # on kept training rows
     after_old: float | None = None
+    fit: str = ""  # "warm" (from the head's weights) or "recipe" (its whole recipe)
     seconds: float = 0.0
 
 
@@ -225,25 +236,35 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
     held = [r for r in pending if _held(r.id, s.seed, s.held_back)]
     rest = [r for r in pending if not _held(r.id, s.seed, s.held_back)]
     old = bundle.heads[name]
-    kind = str(info.get("kind"))
-    options = _fit_options(info, old, s)
     texts, labels, groups = _rows_of(kept, rest, name)
-    candidate = bundle.copy()
-    candidate.fit_head(name, texts, labels, kind, groups=groups, keep_data=False, **options)
-    new_head = candidate.heads[name]
-    f_texts = [r.text for r in held]
-    on_feedback = (
-        _judge(old, new_head, bundle.embed(f_texts), [r.labels[name] for r in held])
-        if held
-        else Judged()
-    )
     n_kept = 0 if kept is None else len(kept[0])
     pick = np.random.default_rng(s.seed).permutation(n_kept)[: s.max_old_rows]
-    on_old = (
-        _judge(old, new_head, bundle.embed([kept[0][i] for i in pick]), [kept[1][i] for i in pick])
-        if n_kept
-        else Judged()
+    # one trunk pass (the cache's, for texts seen before): the rows to fit (the kept
+    # ones first), then the held-back corrections
+    X = bundle.embed(texts + [r.text for r in held])
+    held_rows = np.arange(len(texts), len(texts) + len(held))
+    candidate = bundle.copy()
+    fit = "warm"
+    if s.full or (
+        candidate.refit_head(
+            name,
+            texts,
+            labels,
+            groups=groups,
+            seed=s.seed,
+            features=X[: len(texts)],
+        )
+        is None
+    ):
+        fit = "recipe"
+        options = _fit_options(info, old, s)
+        kind = str(info.get("kind"))
+        candidate.fit_head(name, texts, labels, kind, groups=groups, keep_data=False, **options)
+    new_head = candidate.heads[name]
+    on_feedback = (
+        _judge(old, new_head, X[held_rows], [r.labels[name] for r in held]) if held else Judged()
     )
+    on_old = _judge(old, new_head, X[pick], [kept[1][i] for i in pick]) if n_kept else Judged()
     promoted, why = _verdict(on_feedback, on_old, s)
     marks = {"through": through, "tried": max(r.id for r in pending)}
     if promoted:
@@ -267,6 +288,7 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
         after=on_feedback.after,
         before_old=on_old.before,
         after_old=on_old.after,
+        fit=fit,
         seconds=round(time.perf_counter() - t0, 3),
     )
 

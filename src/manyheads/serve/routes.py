@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import typing
 from importlib import resources
 from typing import Any
 
@@ -28,8 +29,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _body_schema(model: type[Any]) -> dict[str, Any]:
-    schema = model.model_json_schema()
+def _body_schema(model: Any) -> dict[str, Any]:
+    if isinstance(model, type) and hasattr(model, "model_json_schema"):
+        schema = model.model_json_schema()
+    else:  # a union of models: either body
+        schema = {"anyOf": [m.model_json_schema() for m in typing.get_args(model)]}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
@@ -274,11 +278,23 @@ async def put_head(name: str, request: Request) -> Any:
         _parse_json(body) if len(body) < 256 * 1024 else await asyncio.to_thread(_parse_json, body)
     )
     _head_name(name)
+    service = _service(request)
+    if isinstance(doc, dict) and "labels" in doc and "record" not in doc:  # from names
+        try:
+            asked = schemas.parse_named(doc)
+        except schemas.RequestProblem as exc:
+            raise HTTPError(422, exc.code, exc.message) from None
+        await service.change(
+            "put",
+            lambda b: b.add_head_from_labels(
+                name, asked.labels, asked.kind, path_sep=asked.path_sep
+            ),
+        )
+        return {"name": name, "action": "put", "heads": list(service.bundle.heads)}
     try:
         record, tensors = head_from_json(doc)
     except ManyheadsError as exc:
         raise http_error(exc) from exc
-    service = _service(request)
     await service.change("put", lambda b: b.import_head(name, record, tensors))
     return {"name": name, "action": "put", "heads": list(service.bundle.heads)}
 
@@ -385,9 +401,9 @@ _route(
     "PUT",
     "/v1/heads/{name}",
     put_head,
-    "Install a head trained elsewhere (same trunk fingerprint)",
+    "Install a head trained elsewhere (same trunk fingerprint), or make one from label names",
     schemas.HeadChange,
-    schemas.HeadPayload,
+    schemas.HeadPayload | schemas.HeadFromLabels,
 )
 _route("DELETE", "/v1/heads/{name}", delete_head, "Remove a head", schemas.HeadChange)
 _route(

@@ -31,6 +31,7 @@ __all__ = [
     "FeedbackResponse",
     "HeadChange",
     "HeadDrift",
+    "HeadFromLabels",
     "HeadInfo",
     "HeadPayload",
     "HeadsResponse",
@@ -42,6 +43,7 @@ __all__ = [
     "TrainRequest",
     "TrainResponse",
     "parse",
+    "parse_named",
 ]
 
 # a field's code, and its message when pydantic (not one of our checks) refuses it
@@ -190,6 +192,17 @@ class HeadPayload(BaseModel):
     tensors: str = Field(description="The head's safetensors file, base64-encoded.")
 
 
+class HeadFromLabels(BaseModel):
+    """A head made from label names: the other body ``PUT /v1/heads/{name}`` takes."""
+
+    labels: dict[str, str | None] | list[str] = Field(
+        description="Each label's name mapped to its description (or null), or a list of "
+        "names; hierarchical: paths (parent::child)."
+    )
+    kind: Literal["multiclass", "binary", "multilabel", "hierarchical"] = "multiclass"
+    path_sep: str = Field("::", description="What separates a hierarchical label's parts.")
+
+
 class HeadInfo(BaseModel):
     name: str
     kind: str
@@ -261,6 +274,23 @@ MODELS: dict[str, type[BaseModel]] = {
         HeadInfo, HeadsResponse, HeadChange, HeadDrift, DriftResponse, ErrorResponse,
     )
 }  # fmt: skip
+
+
+def parse_named(doc: dict[str, Any]) -> HeadFromLabels:
+    """A ``PUT`` body making a head from label names, or :class:`RequestProblem`."""
+    try:
+        return HeadFromLabels.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        if field == "kind":
+            raise RequestProblem(*_FIELDS["kind"]) from None
+        if field == "path_sep":
+            raise RequestProblem("bad_path_sep", "'path_sep' must be text") from None
+        raise RequestProblem(
+            "bad_labels",
+            "'labels' must map each label to its description (text or null), or be a list of names",
+        ) from None
 
 
 def parse(model: type[BaseModel], doc: Any) -> Any:

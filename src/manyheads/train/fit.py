@@ -7,9 +7,9 @@ no pass over the texts.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
@@ -25,7 +25,8 @@ from ..heads.linear import LinearHead
 from ..learn.drift import head_reference
 from ..trunks.base import check_texts
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
-from .settings import FitSettings
+from .settings import FitSettings, HeadSummary
+from .zero_shot import made_from, made_info, prior_of
 
 if TYPE_CHECKING:
     from ..heads import AnyHead
@@ -42,6 +43,9 @@ class FitTarget(Protocol):
 
     @property
     def heads(self) -> Mapping[str, Any]: ...
+
+    @property
+    def head_info(self) -> Mapping[str, Any]: ...
 
     @property
     def trunk_needs_fit(self) -> bool: ...
@@ -88,20 +92,6 @@ class FitOptions(TypedDict, total=False):
     part_weights: str
     soft_targets: tuple[Sequence[Any], Any] | None
     settings: FitSettings | None
-
-
-@dataclass(frozen=True)
-class HeadSummary:
-    """What :meth:`Bundle.fit_head` reports."""
-
-    name: str
-    kind: str
-    n_classes: int
-    n_train: int
-    n_val: int
-    metrics: dict[str, Any]
-    seconds: float
-    embed_seconds: float
 
 
 def new_head(head_type: str, kind: str, settings: FitSettings) -> AnyHead:
@@ -185,10 +175,10 @@ def _part_scale(
     return column_scale(dims, trunk.part_weights, multipliers), None, report
 
 
-def _recipe(s: FitSettings, model: Any) -> dict[str, Any]:
+def _recipe(s: FitSettings, model: Any, rows: int) -> dict[str, Any]:
     """How the head was fitted, as an update fits it again: the settings that shape it
     (``C``: a number, or ``"auto"``, searched again on the new rows; ``C_chosen``: the
-    value the search chose)."""
+    value the search chose, on ``C_rows`` rows)."""
     recipe: dict[str, Any] = {
         "C": s.C if isinstance(s.C, str) else float(s.C),
         "thresholds": s.thresholds,
@@ -199,6 +189,7 @@ def _recipe(s: FitSettings, model: Any) -> dict[str, Any]:
     chosen = getattr(model, "C_", None)
     if isinstance(chosen, int | float):
         recipe["C_chosen"] = float(chosen)
+        recipe["C_rows"] = rows
     if s.class_weight is None or isinstance(s.class_weight, str):
         recipe["class_weight"] = s.class_weight
     return recipe
@@ -299,8 +290,17 @@ def fit_head(
                 f"got shape {soft.shape}"
             )
 
+    # a head made from label names learns with their weights as its prior
+    prior = prior_of(bundle, name)
+    if prior is not None and prior.kind != kind:
+        prior = None
+    made = made_from(bundle.head_info[name]) if prior is not None else None
+
     def make(head_type: str) -> AnyHead:
-        return new_head(head_type, kind, s)
+        model = new_head(head_type, kind, s)
+        if prior is not None and isinstance(model, LinearHead):
+            model.set_params(prior=prior)
+        return model
 
     for head_type in candidates:  # the settings are checked now, not after the embedding
         make(head_type)
@@ -360,7 +360,12 @@ def fit_head(
             metrics["ece_uncalibrated"] = head_scores(model, X_val, y_val)["ece"]
             model.temperature_ = temperature
         # drift's reference: answers to rows the head was not fitted on (else its own)
-        reference = head_reference(model, X_val if len(y_val) else X[:5000])
+        if val_texts is not None:
+            reference = head_reference(model, X_all[len(texts) :])
+        else:
+            rows = val_idx if len(val_idx) else train_idx[:5000]
+            ref_groups = None if groups is None else [groups[i] for i in rows]
+            reference = head_reference(model, X_all[rows], ref_groups)
         refit = s.refit
         if refit is None:  # default: multiclass heads only (see the docstring)
             refit = head_kind.exclusive and soft is None
@@ -374,6 +379,10 @@ def fit_head(
                 if fit_groups is not None and val_texts is not None:
                     fit_groups += [f"v{i}" for i in range(len(y_val))]
                 cv = model.crossfit_temperature(X_fit, y_fit, groups=fit_groups, seed=s.seed)
+                if "proba" in cv:  # every row answered by a model that did not see it
+                    rows = cv["proba_rows"]
+                    at = None if fit_groups is None else [fit_groups[i] for i in rows]
+                    reference = head_reference(model, None, at, proba=cv["proba"])
                 metrics["temperature"] = cv["temperature"]
                 if "ece_cv" in cv:
                     metrics["ece_cv"] = cv["ece_cv"]
@@ -402,8 +411,10 @@ def fit_head(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
         "reference": reference,
-        "fit": _recipe(s, model),
+        "fit": _recipe(s, model, len(kept_texts)),
     }
+    if made is not None and isinstance(model, LinearHead):
+        info |= made_info(*made, len(kept_texts))
     data = None
     if s.keep_data:
         data = (kept_texts, kept_labels, None if kept_groups is None else list(kept_groups))
@@ -416,5 +427,123 @@ def fit_head(
         n_val=int(metrics.get("n", 0)),
         metrics=metrics,
         seconds=seconds,
+        embed_seconds=embed_seconds,
+    )
+
+
+SEARCH_AGAIN = 1.25  # rows grown by this factor since C was searched: search it again
+
+
+def _kept_scale(trunk: TrunkBase, info: Mapping[str, Any]) -> np.ndarray | None:
+    """The column scale of the part weights a head chose (``part_weights="auto"``),
+    folded into its coefficients; None when it chose none."""
+    chosen = (info.get("metrics") or {}).get("part_weights")
+    multipliers = chosen.get("multipliers") if isinstance(chosen, Mapping) else None
+    dims = [int(p.dim) for p in trunk.parts]
+    if not isinstance(multipliers, list) or len(multipliers) != len(dims):
+        return None
+    return column_scale(dims, trunk.part_weights, np.asarray(multipliers, dtype=np.float64))
+
+
+def refit_head(
+    bundle: FitTarget,
+    name: str,
+    texts: Sequence[str],
+    labels: Sequence[Any],
+    *,
+    groups: Sequence[Any] | None = None,
+    seed: int = 0,
+    features: Any = None,
+) -> HeadSummary | None:
+    """Fit linear head ``name`` of ``bundle`` again on ``texts`` / ``labels`` (all its
+    rows, the kept and the new), starting from its weights, with its part weights kept.
+    A head whose C was searched (``C="auto"``), once its rows have grown by a quarter
+    (``SEARCH_AGAIN``) since C was last searched or a label it did not know comes,
+    walks C from the value it has on a
+    validation split (``groups`` as in :func:`fit_head`; the same share as its first
+    fit), its temperature and thresholds fitted there again, then is fitted on all
+    rows; otherwise (and with a fixed C) it keeps its C, temperature and thresholds. A label it did
+    not know grows it by one output, starting at zero weights (a binary or multilabel
+    threshold of 0.5). Every fit starts from the last one's weights and the
+    temperature is not cross-fitted: what an update does by default, in a fraction of
+    :func:`fit_head`'s time. ``features``: the trunk's vectors of
+    ``texts`` when the caller has them. When C is walked, the answers of the model
+    fitted without the validation split to it become the head's drift reference
+    (otherwise the reference is kept). None, and
+    nothing changed, for a head that is not linear (an MLP head is fitted again by
+    :func:`fit_head` and its recipe)."""
+    old = bundle.heads[name]
+    if not isinstance(old, LinearHead):
+        return None
+    info = dict(bundle.head_info[name])
+    head_kind = old.head_kind
+    texts = check_texts(texts)
+    labels = list(labels)
+    if len(texts) != len(labels) or not texts:
+        raise DataError(f"head {name!r}: {len(texts)} texts but {len(labels)} labels")
+    check_labels(name, head_kind, labels)
+    head_kind.check_paths(labels, old.path_sep, lambda i: f"head {name!r}: label #{i}: ")
+    bundle.limits.check_labels(distinct_labels(head_kind, labels), f"head {name!r}")
+    t0 = time.perf_counter()
+    X = bundle.embed(texts) if features is None else features
+    embed_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    model = copy.deepcopy(old)
+    prior = prior_of(bundle, name)
+    made = made_from(info) if prior is not None else None
+    if prior is not None and made is not None:
+        model.set_params(prior=prior)
+        info |= made_info(*made, len(texts))
+    scale = _kept_scale(bundle.trunk, info)
+    if scale is not None:  # fit where the head chose its C: on the scaled vectors
+        X = scale_columns(X, scale)
+        unfolded = np.divide(model.coef_, scale, out=np.zeros_like(model.coef_), where=scale > 0)
+        model.coef_ = unfolded.astype(model.coef_.dtype)
+    try:
+        kept_recipe = info.get("fit")
+        recipe: Mapping[str, Any] = kept_recipe if isinstance(kept_recipe, Mapping) else {}
+        fraction = float(recipe.get("val_fraction") or 0)
+        searched = recipe.get("C_rows")
+        grown = not isinstance(searched, int) or len(texts) >= SEARCH_AGAIN * searched
+        learnt = set(distinct_labels(head_kind, labels)) - set(old.classes_.tolist())
+        walked = model.C == "auto" and fraction > 0 and (grown or bool(learnt))
+        if walked:  # C walked from its value, calibrated again
+            train_idx, val_idx = split(head_kind, labels, groups, fraction, seed)
+            if len(val_idx):
+                model.set_params(warm_start=True)
+                model.fit(
+                    X[train_idx],
+                    [labels[i] for i in train_idx],
+                    X_val=X[val_idx],
+                    y_val=[labels[i] for i in val_idx],
+                )
+                at = None if groups is None else [groups[i] for i in val_idx]
+                info["reference"] = head_reference(model, X[val_idx], at)
+        model.refit_keeping_calibration(X, labels)
+    except DataError as exc:
+        raise DataError(f"head {name!r}: {exc}") from exc
+    if scale is not None:
+        model.coef_ = fold_columns(model.coef_, scale)
+    info.pop("data", None)
+    if walked:
+        info["fit"] = {**info["fit"], "C_chosen": float(model.C_), "C_rows": len(texts)}
+    info |= {
+        "n_train": len(texts),
+        "data_hash": data_hash(texts, labels),
+        "refit": {
+            "how": "warm",
+            "rows": len(texts),
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
+    }
+    bundle.add_head(name, model, info=info)
+    return HeadSummary(
+        name=name,
+        kind=old.kind,
+        n_classes=len(model.classes_),
+        n_train=len(texts),
+        n_val=0,
+        metrics=dict(info.get("metrics") or {}),
+        seconds=time.perf_counter() - t1,
         embed_seconds=embed_seconds,
     )

@@ -12,7 +12,7 @@ from ..heads.kinds import PATH_SEP
 from ..heads.settings import HEAD_RULES
 from .parts import PART_WEIGHTS
 
-__all__ = ["FitSettings"]
+__all__ = ["FitSettings", "HeadSummary"]
 
 _RULES: dict[str, Rule] = {
     **HEAD_RULES,
@@ -44,3 +44,17 @@ class FitSettings(Settings):
     part_weights: str = "fixed"
 
     _constraints: ClassVar[Mapping[str, Rule]] = _RULES
+
+
+@dataclass(frozen=True)
+class HeadSummary:
+    """What :meth:`Bundle.fit_head` (and ``add_head_from_labels``) reports."""
+
+    name: str
+    kind: str
+    n_classes: int
+    n_train: int
+    n_val: int
+    metrics: dict[str, Any]
+    seconds: float
+    embed_seconds: float

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 
+SEMANTIC_TRUNKS = ("minilm", "a transformer folder", "static", "an exported (ONNX) bundle")
+"""The trunks that can make heads from label names, as messages name them."""
+
+
 @runtime_checkable
 class Trunk(Protocol):
     """What every trunk provides.
@@ -115,6 +119,9 @@ class TrunkBase:
     """A graph exported from a tunable trunk (fine-tune and export its source instead)."""
     has_tiers: ClassVar[bool] = False
     """Serves nested embedding sizes (``tier``, ``tiers``, ``with_tier``)."""
+    semantic: ClassVar[bool] = False
+    """Maps texts of like meaning near each other (a transformer, static word vectors),
+    so a head can be made from label names (``encode_labels``)."""
     keeps_files: ClassVar[bool] = False
     """Keeps files in the bundle folder (``save_files``), so saving builds it."""
     hashed_files: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -232,6 +239,25 @@ class TrunkBase:
 
     def encode_features(self, texts: Sequence[str], *, progress: bool = False) -> Features:
         return self.encode(texts, progress=progress)
+
+    @property
+    def encodes_meaning(self) -> bool:
+        """Whether label names can be encoded (:meth:`encode_labels`): the type's
+        ``semantic``, or, for a composite, any part's."""
+        return type(self).semantic
+
+    def encode_labels(self, texts: Sequence[str]) -> np.ndarray:
+        """Dense vectors of label names and descriptions in the space of
+        :meth:`encode_features` (a composite's parts that do not encode meaning give
+        zeros); a trunk that does not encode meaning is refused in one line."""
+        if not self.encodes_meaning:
+            raise ConfigError(
+                f"trunk {self.name!r} cannot make heads from label names: it does not map "
+                f"texts by meaning; trunks that can: {', '.join(SEMANTIC_TRUNKS)}, or a "
+                "composite with one of them (e.g. minilm+tfidf)"
+            )
+        found = self.encode_features(check_texts(texts))
+        return np.asarray(found.toarray() if hasattr(found, "toarray") else found, np.float32)
 
     def encode_with_heads(
         self, texts: Sequence[str], heads: Mapping[str, str]

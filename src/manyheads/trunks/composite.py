@@ -152,6 +152,21 @@ class CompositeTrunk(TrunkBase):
         texts = check_texts(texts)
         return self.combine([p.encode_features(texts, progress=progress) for p in self._parts])
 
+    @property
+    def encodes_meaning(self) -> bool:
+        return any(p.encodes_meaning for p in self._parts)
+
+    def encode_labels(self, texts: Sequence[str]) -> np.ndarray:
+        """The parts that encode meaning encode the labels; the others give zeros."""
+        if not self.encodes_meaning:
+            return super().encode_labels(texts)
+        texts = check_texts(texts)
+        blocks = [
+            p.encode_labels(texts) if p.encodes_meaning else np.zeros((len(texts), p.dim))
+            for p in self._parts
+        ]
+        return np.asarray(self.combine(blocks), dtype=np.float32)
+
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:

@@ -208,6 +208,7 @@ class OnnxTrunk(TrunkBase):
     cacheable = True
     spread = "auto"
     type_name = "onnx"
+    semantic = True
     exported = True
     keeps_files = True
     hashed_files = (GRAPH_FILE,)

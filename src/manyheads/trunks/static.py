@@ -120,6 +120,7 @@ class StaticTrunk(TrunkBase):
 
     cacheable = False  # encoding is cheaper than reading vectors back
     type_name = "static"
+    semantic = True
     keeps_files = True
     hashed_files = (STATIC_FILE,)
 

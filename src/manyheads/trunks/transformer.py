@@ -124,6 +124,7 @@ class TransformerTrunk(TrunkBase):
     """A local transformer model folder used as a frozen encoder."""
 
     type_name = "transformer"
+    semantic = True
     tunable = True
     _not_settings = ("registered",)
 
