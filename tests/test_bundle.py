@@ -20,8 +20,8 @@ from manyheads import (
 from manyheads.bundle import BUNDLE_JSON, HEADS_FILE
 
 
-@pytest.fixture
-def trained(debian_rows) -> Bundle:
+@pytest.fixture(scope="module")
+def trained_once(debian_rows) -> Bundle:
     rows = debian_rows[:600]
     texts = [r["text"] for r in rows]
     b = Bundle(trunk=HashingTrunk(dim=512), cache=None)
@@ -29,6 +29,12 @@ def trained(debian_rows) -> Bundle:
     b.fit_head("library", texts, [r["library"] for r in rows], kind="binary")
     b.fit_head("role", texts, [r["role"] for r in rows], kind="multilabel")
     return b
+
+
+@pytest.fixture
+def trained(trained_once: Bundle) -> Bundle:
+    """The three heads, trained once; each test changes a copy of its own."""
+    return trained_once.copy()
 
 
 TEXTS = [

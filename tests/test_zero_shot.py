@@ -124,6 +124,7 @@ def test_a_trunk_that_does_not_map_meaning_is_refused_in_one_line() -> None:
         Bundle(trunk="minilm+tfidf").add_head_from_labels("h", ["a", "b"])
 
 
+@pytest.mark.heavy  # encodes 200 rows with MiniLM
 def test_a_composite_with_a_meaning_part_makes_heads_from_names(debian_rows: list) -> None:
     b = Bundle(trunk="minilm+tfidf", cache=None)  # the tfidf part gives zeros
     rows = debian_rows[:200]
