@@ -426,7 +426,9 @@ def main() -> None:
         type=int,
         help="SetFit's num_iterations (pairs per example); default: its own (every pair)",
     )
-    ap.add_argument("--tasks", default="section,code,field")
+    ap.add_argument(
+        "--tasks", default="section,code,field", help="tasks to run; cost uses the first"
+    )
     ap.add_argument("--C", default="auto", help="C of the few-shot heads: auto or a number")
     ap.add_argument("--cost-texts", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -440,6 +442,9 @@ def main() -> None:
     if args.quick:
         args.per_class, args.draws, args.setfit_draws, args.cost_texts = 10, 2, 0, 200
     skip = set(args.skip.split(","))
+    unknown = set(args.tasks.split(",")) - {"section", "code", "field"}
+    if unknown:
+        ap.error(f"--tasks: unknown {', '.join(sorted(unknown))}; the tasks are section,code,field")
     if "few" not in skip and args.setfit_draws and importlib.util.find_spec("setfit") is None:
         sys.exit(
             "zero_shot: SetFit is not installed: "
