@@ -229,6 +229,8 @@ def test_cli_adds_shows_and_relabels(tmp_path: Path, capsys: Any) -> None:
     [
         (["-l", "a", "--labels-file", "{file}"], "[]", "with --label or with --labels-file"),
         (["--labels-file", "{file}"], "{not json", "labels.json: not JSON"),
+        (["--labels-file", "{file}"], "[" * 5000 + "]" * 5000, "not JSON (JSON nested too deep"),
+        (["--labels-file", "{file}"], b'{"a": "x\xff"}', "labels.json: not UTF-8 text (byte 8)"),
         (["--labels-file", "{file}"], '"a"', "a JSON object mapping each label"),
         (["--labels-file", "{file}"], "[1, 2]", "label #0 must be text, got int"),
         (["--labels-file", "{missing}"], "", "no such labels file"),
@@ -238,10 +240,10 @@ def test_cli_adds_shows_and_relabels(tmp_path: Path, capsys: Any) -> None:
     ],
 )
 def test_cli_bad_labels_are_one_line(
-    tmp_path: Path, capsys: Any, args: list[str], content: str, message: str
+    tmp_path: Path, capsys: Any, args: list[str], content: str | bytes, message: str
 ) -> None:
     file = tmp_path / "labels.json"
-    file.write_text(content)
+    file.write_bytes(content if isinstance(content, bytes) else content.encode())
     args = [a.format(file=file, missing=tmp_path / "nope.json") for a in args]
     code, _, err = _run(capsys, "heads", "add", "h", "-b", tmp_path / "b", *args)
     assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err

@@ -3,11 +3,11 @@ behind ``manyheads heads add``, ``heads show`` and ``heads relabel``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._text import loads_json, one_line
 from ..bundle import Bundle, bundle_folder, check_writable, has_bundle
 from ..errors import ConfigError, DataError
 from .options import open_bundle, other_trunk, refuse_foreign_folder
@@ -32,15 +32,15 @@ def read_labels(path: str | Path) -> dict[str, Any]:
     try:
         if p.stat().st_size > MAX_LABELS_FILE:
             raise DataError(f"{p}: a labels file of at most {MAX_LABELS_FILE >> 20} MiB")
-        found = json.loads(p.read_text(encoding="utf-8"))
+        found = loads_json(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{p}: no such labels file") from None
     except IsADirectoryError:
         raise DataError(f"{p}: a labels file, not a folder") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise DataError(f"{p}: not JSON ({str(exc).splitlines()[0][:80]})") from None
+    except ValueError as exc:  # malformed, or nested too deep (loads_json)
+        raise DataError(f"{p}: not JSON ({one_line(exc)})") from None
     if isinstance(found, list):
         for i, n in enumerate(found):
             if not isinstance(n, str):
