@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -438,6 +439,19 @@ def test_a_lock_file_that_is_a_link_is_refused(folder, tmp_path):
     ):
         b.save(folder)
     assert not target.exists()
+
+
+@pytest.mark.parametrize("name", [HEADS_FILE, BUNDLE_JSON])
+def test_a_bundle_file_linking_outside_is_never_read(folder, tmp_path, capsys, name):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (folder / name).rename(outside / name)
+    (folder / name).symlink_to(outside / name)
+    with pytest.raises(BundleError, match=rf"b/{re.escape(name)} leads outside the bundle folder"):
+        Bundle.load(folder, cache=None)
+    assert main(["predict", "-b", str(folder), "a text"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"b/{name} leads outside the bundle folder" in err, err
 
 
 def test_stale_temp_files_go_on_the_next_write_and_live_ones_stay(folder):

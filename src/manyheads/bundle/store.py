@@ -191,7 +191,7 @@ def has_bundle(folder: str | os.PathLike[str]) -> bool:
 def _document(folder: Path, meta: dict[str, str] | None) -> dict[str, Any] | None:
     """The document of ``folder``: ``bundle.json``, unless the weights file's metadata
     ``meta`` carries a newer generation's copy; None if the folder holds neither."""
-    meta_file, heads_file = folder / BUNDLE_JSON, folder / HEADS_FILE
+    meta_file, heads_file = own_path(folder, BUNDLE_JSON), own_path(folder, HEADS_FILE)
     try:
         text: str | None = meta_file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -215,13 +215,14 @@ def read_document(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The document ``folder`` holds now (as :func:`read_folder`), reading only the
     weights file's header, not its tensors; None if it holds no bundle."""
     folder = Path(folder)
+    heads_file = own_path(folder, HEADS_FILE)
     try:
-        header: bytes | None = _read_header(folder / HEADS_FILE)
+        header: bytes | None = _read_header(heads_file)
     except FileNotFoundError:
         header = None
     except OSError as exc:
-        raise BundleError(f"cannot read {folder / HEADS_FILE}: {exc.strerror or exc}") from None
-    meta = None if header is None else header_metadata(header, folder / HEADS_FILE)
+        raise BundleError(f"cannot read {heads_file}: {exc.strerror or exc}") from None
+    meta = None if header is None else header_metadata(header, heads_file)
     return _document(folder, meta)
 
 
@@ -232,7 +233,7 @@ def read_folder(folder: str | os.PathLike[str]) -> OnDisk | None:
     is not a bundle's, and paths that leave the bundle (:func:`check_paths`).
     """
     folder = Path(folder)
-    heads_file = folder / HEADS_FILE
+    heads_file = own_path(folder, HEADS_FILE)
     try:
         blob: bytes | None = heads_file.read_bytes()
     except FileNotFoundError:
