@@ -275,27 +275,26 @@ def rank_trunks(
     dims = {name: int(X.shape[1]) for name, X in vectors.items()}
     spans = {name: span_coordinates(X) for name, X in vectors.items()}
     results: dict[str, TaskDiagnosis] = {}
-    bar = progress_bar(total=len(drawn.tasks) * len(names), desc="scoring", enabled=progress)
-    for task, (kind, labels) in drawn.tasks.items():
-        scores = []
-        for name in names:
-            try:
-                scores.append(_scores(name, spans[name], kind, labels, drawn))
-            except DataError as exc:
-                raise DataError(f"task {task!r}: {exc}") from None
-            bar.update()
-        order = {name: i for i, name in enumerate(names)}
-        scores.sort(key=lambda s: (*(-getattr(s, key) for key in RANK_BY), order[s.trunk]))
-        keys = [repr(kind_of(kind).label_key(v)) for v in labels]
-        _, counts = np.unique(np.asarray(keys), return_counts=True)
-        results[task] = TaskDiagnosis(
-            name=task,
-            kind=kind,
-            labels=len(counts),
-            majority=float(counts.max() / len(keys)),
-            scores=scores,
-        )
-    bar.close()
+    with progress_bar(total=len(drawn.tasks) * len(names), desc="scoring", enabled=progress) as bar:
+        for task, (kind, labels) in drawn.tasks.items():
+            scores = []
+            for name in names:
+                try:
+                    scores.append(_scores(name, spans[name], kind, labels, drawn))
+                except DataError as exc:
+                    raise DataError(f"task {task!r}: {exc}") from None
+                bar.update()
+            order = {name: i for i, name in enumerate(names)}
+            scores.sort(key=lambda s: (*(-getattr(s, key) for key in RANK_BY), order[s.trunk]))
+            keys = [repr(kind_of(kind).label_key(v)) for v in labels]
+            _, counts = np.unique(np.asarray(keys), return_counts=True)
+            results[task] = TaskDiagnosis(
+                name=task,
+                kind=kind,
+                labels=len(counts),
+                majority=float(counts.max() / len(keys)),
+                scores=scores,
+            )
     return TrunkDiagnosis(
         tasks=results, trunks=names, n=len(drawn.texts), n_train=len(drawn.train),
         n_test=len(drawn.test), dims=dims, seconds=dict(seconds), k=drawn.k, seed=drawn.seed,

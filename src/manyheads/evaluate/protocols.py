@@ -274,30 +274,29 @@ def evaluate_with(
     else:
         runs = int(options.get("folds", 5))
     out = {}
-    bar = progress_bar(total=runs * len(heads), desc=protocol, enabled=progress)
-    for name, head in heads.items():
-        y = list(labels[name])
-        if len(y) != len(texts):
-            raise DataError(f"head {name!r}: {len(texts)} texts but {len(y)} labels")
-        if protocol == "mteb":
-            if name not in train_labels:
-                raise DataError(f"the train set has no labels for head {name!r}")
-            if len(train_labels[name]) != len(train_texts):
-                raise DataError(
-                    f"head {name!r}: {len(train_texts)} train texts but "
-                    f"{len(train_labels[name])} train labels"
-                )
-            found = mteb_scores(
-                X_train, list(train_labels[name]), X, y, k=options.get("k"),
-                experiments=runs, seed=MTEB_SEED if seed is None else seed,
-                progress=bar.update,
-            )  # fmt: skip
-        else:
-            fresh: Callable[[], Any] = partial(clone, head)
-            found = kfold_scores(
-                fresh, X, y, folds=runs, groups=options.get("groups"),
-                seed=0 if seed is None else seed, progress=bar.update,
-            )  # fmt: skip
-        out[name] = {"kind": head.kind, **found}
-    bar.close()
+    with progress_bar(total=runs * len(heads), desc=protocol, enabled=progress) as bar:
+        for name, head in heads.items():
+            y = list(labels[name])
+            if len(y) != len(texts):
+                raise DataError(f"head {name!r}: {len(texts)} texts but {len(y)} labels")
+            if protocol == "mteb":
+                if name not in train_labels:
+                    raise DataError(f"the train set has no labels for head {name!r}")
+                if len(train_labels[name]) != len(train_texts):
+                    raise DataError(
+                        f"head {name!r}: {len(train_texts)} train texts but "
+                        f"{len(train_labels[name])} train labels"
+                    )
+                found = mteb_scores(
+                    X_train, list(train_labels[name]), X, y, k=options.get("k"),
+                    experiments=runs, seed=MTEB_SEED if seed is None else seed,
+                    progress=bar.update,
+                )  # fmt: skip
+            else:
+                fresh: Callable[[], Any] = partial(clone, head)
+                found = kfold_scores(
+                    fresh, X, y, folds=runs, groups=options.get("groups"),
+                    seed=0 if seed is None else seed, progress=bar.update,
+                )  # fmt: skip
+            out[name] = {"kind": head.kind, **found}
     return out

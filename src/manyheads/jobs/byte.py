@@ -136,40 +136,39 @@ def _fit_at_tiers(
     _embed_tiers_once([bundle, *subs.values()], dataset.texts, fit.progress)
     everyone = {bundle.tier: bundle, **subs}
     found: dict[int, list[HeadSummary]] = {t: [] for t in everyone}
-    bar = progress_bar(
+    with progress_bar(
         total=len(specs) * len(everyone), desc="training heads", enabled=fit.progress
-    )
-    for spec in specs:
-        labels = dataset.labels[spec.name]
-        rows: dict[str, Any]
-        if split is None:
-            rows = {
-                "texts": dataset.texts,
-                "labels": labels,
-                "groups": dataset.groups,
-            }
-        else:
-            train, val = split
-            rows = {
-                "texts": _pick(dataset.texts, train),
-                "labels": _pick(labels, train),
-                "groups": None if dataset.groups is None else _pick(dataset.groups, train),
-                "val_texts": _pick(dataset.texts, val),
-                "val_labels": _pick(labels, val),
-            }
-        for t, b in everyone.items():
-            bar.set_postfix_str(f"{spec.name} @ {t}")
-            summary = b.fit_head(
-                spec.name,
-                kind=spec.kind,
-                field=spec.field,
-                keep_data=b is bundle,
-                settings=fit,
-                **rows,
-            )
-            found[t].append(summary)
-            bar.update()
-    bar.close()
+    ) as bar:
+        for spec in specs:
+            labels = dataset.labels[spec.name]
+            rows: dict[str, Any]
+            if split is None:
+                rows = {
+                    "texts": dataset.texts,
+                    "labels": labels,
+                    "groups": dataset.groups,
+                }
+            else:
+                train, val = split
+                rows = {
+                    "texts": _pick(dataset.texts, train),
+                    "labels": _pick(labels, train),
+                    "groups": None if dataset.groups is None else _pick(dataset.groups, train),
+                    "val_texts": _pick(dataset.texts, val),
+                    "val_labels": _pick(labels, val),
+                }
+            for t, b in everyone.items():
+                bar.set_postfix_str(f"{spec.name} @ {t}")
+                summary = b.fit_head(
+                    spec.name,
+                    kind=spec.kind,
+                    field=spec.field,
+                    keep_data=b is bundle,
+                    settings=fit,
+                    **rows,
+                )
+                found[t].append(summary)
+                bar.update()
     bundle.save(folder)
     if subs:
         bundle.save_tiers(subs)

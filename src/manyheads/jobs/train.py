@@ -203,22 +203,21 @@ def _train(
     if bundle.cache is not None:
         bundle.embed(dataset.texts, progress=job.progress)
     summaries = []
-    bar = progress_bar(total=len(specs), desc="training heads", enabled=job.progress)
-    for spec in specs:
-        bar.set_postfix_str(spec.name)
-        summaries.append(
-            bundle.fit_head(
-                spec.name,
-                dataset.texts,
-                dataset.labels[spec.name],
-                kind=spec.kind,
-                groups=dataset.groups,
-                settings=fit,
-                field=spec.field,
+    with progress_bar(total=len(specs), desc="training heads", enabled=job.progress) as bar:
+        for spec in specs:
+            bar.set_postfix_str(spec.name)
+            summaries.append(
+                bundle.fit_head(
+                    spec.name,
+                    dataset.texts,
+                    dataset.labels[spec.name],
+                    kind=spec.kind,
+                    groups=dataset.groups,
+                    settings=fit,
+                    field=spec.field,
+                )
             )
-        )
-        bar.update()
-    bar.close()
+            bar.update()
     bundle.save(folder)
     return TrainReport(heads=summaries)
 
