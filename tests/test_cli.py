@@ -440,3 +440,41 @@ def test_help_fits_80_columns_and_names_values(monkeypatch, capsys):
     _, out, _ = run(capsys, "train", "--help")
     assert "NAME[=FIELD][:KIND]" in out and "--val-fraction VAL_FRACTION" in out
     assert "--no-cache " in out and "--seed SEED" in out
+
+
+def test_a_head_that_fails_in_train_stops_its_progress_lines(
+    monkeypatch, capsys, data_file, tmp_path
+):
+    import threading
+    import time
+
+    from manyheads import Bundle, _progress
+    from manyheads.errors import DataError
+
+    monkeypatch.setattr(_progress, "LINE_AFTER", 0.1)
+    monkeypatch.setattr(_progress, "LINE_EVERY", 0.1)
+
+    def fail(self, name, *args, **kwargs):
+        time.sleep(0.3)  # long enough to have said a line
+        raise DataError(f"head {name!r}: failed on purpose")
+
+    monkeypatch.setattr(Bundle, "fit_head", fail)
+    before = threading.active_count()
+    code = main(
+        [
+            "train",
+            str(data_file),
+            "-b",
+            str(tmp_path / "b"),
+            "--task",
+            "section",
+            "--trunk",
+            "hashing",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "failed on purpose" in err, err
+    assert "training heads: stopped, 0/1 in " in err, err
+    time.sleep(0.3)  # a bar left running would say more by now
+    assert capsys.readouterr().err == ""
+    assert threading.active_count() <= before
