@@ -200,6 +200,8 @@ def absorb_teachers(
         raise DataError(f"absorbing needs at least 20 distinct non-empty texts, got {len(texts)}")
     train, val, test = _three_way(len(texts), groups, heldout, val_fraction, seed)
     cache = bundle.cache
+    for t in teachers:
+        t.run_on(bundle.device)  # the teachers answer where the bundle's trunk runs
     answers = {t.name: t.answer(texts, cache=cache, progress=progress) for t in teachers}
     hard = {t.name: t.decide(answers[t.name].probs) for t in teachers}
     soft = {t.name: soften(t, answers[t.name], temperature) for t in teachers}

@@ -15,6 +15,7 @@ from .._progress import progress_bar
 from ..errors import ManyheadsError
 from ..heads.kinds import Kind, kind_of
 from ..trunks.base import check_texts
+from ..trunks.device import CPU, Device, DeviceLike, resolve_device
 
 if TYPE_CHECKING:
     from ..bundle import Bundle
@@ -137,6 +138,13 @@ class Teacher:
             raise ManyheadsError(
                 f"teacher {self.name!r} failed on a batch of {len(batch)} texts: {one_line(exc)}"
             ) from None
+
+    device: Device = CPU
+
+    def run_on(self, device: DeviceLike) -> None:
+        """Answer on ``device`` from now on (a teacher that runs a model moves it there;
+        the others answer as they do)."""
+        self.device = resolve_device(device)
 
     def prepare(self) -> None:
         """Load what answering needs (a model), before the first text: a teacher that

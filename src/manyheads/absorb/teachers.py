@@ -145,7 +145,7 @@ class HFTeacher(Teacher):
             require("torch", "transformers")
             model = load_pretrained(
                 self._folder, "AutoModelForSequenceClassification", f"teacher {self.name!r}: "
-            )
+            ).to(self.device.torch_name)
             for attr in _CLASSIFIER_NAMES:
                 module = getattr(model, attr, None)
                 if module is not None:
@@ -166,11 +166,15 @@ class HFTeacher(Teacher):
         rows = [e.ids if len(e.ids) <= limit else e.ids[: limit - 1] + e.ids[-1:] for e in encoded]
         ids, mask = padded(rows)
         self._features.clear()
+        where = self.device.torch_name
         with torch.inference_mode():
-            logits = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask))
-        feats = self._features[0].float().numpy() if self._features else None
+            logits = model(
+                input_ids=torch.from_numpy(ids).to(where),
+                attention_mask=torch.from_numpy(mask).to(where),
+            )
+        feats = self._features[0].float().cpu().numpy() if self._features else None
         self._features.clear()
-        return logits.logits.float().numpy(), feats
+        return logits.logits.float().cpu().numpy(), feats
 
     def _run(self, texts: list[str]) -> np.ndarray:
         return self._forward(texts)[0]

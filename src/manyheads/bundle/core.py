@@ -37,14 +37,14 @@ from ..heads.decode import check_scores
 from ..heads.record import HeadLimits
 from ..trunks import Features, Trunk, TrunkBase, load_trunk
 from ..trunks.base import check_texts
+from ..trunks.device import Device, DeviceLike, resolve_device
 from ..trunks.registry import spec_tier
 from .answer import answers_of, cached_features
 from .entry import head_entry, head_from_export
-from .feedback import update_lock
 from .files import build_trunk, load_folder, read_training_data, save_folder, trunk_arrays
 from .fitting import Fitting
 from .format import KeptData, data_hash
-from .production import InProduction, drop_folded, folder_of
+from .production import InProduction
 from .recheck import trunk_probabilities
 from .saved import BundleState, trunk_reference
 from .state import HeadSet, Record
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..evaluate.run import EvaluateOptions
-    from ..learn.update import UpdateReport
     from ..train.finetune import FinetuneOptions, FinetuneSummary
     from ..train.fit import FitOptions, HeadSummary
 
@@ -79,6 +78,9 @@ class Bundle(InProduction, Tiered, Fitting):
     limits : HeadLimits
         Caps on the heads this bundle takes in: labels per head, characters per
         label, heads (default ``HeadLimits()``: 1,000 / 200 / 256).
+    device : ``"auto"`` (default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``
+        Where the trunk runs: ``auto`` is the first GPU torch sees, else the CPU. A
+        trunk part that cannot run on a GPU stays on the CPU (see the GPU guide).
     """
 
     _trunk: TrunkBase | None  # built from the state on first use
@@ -89,12 +91,16 @@ class Bundle(InProduction, Tiered, Fitting):
         *,
         cache: str | Path | EmbeddingCache | None = _DEFAULT,
         limits: HeadLimits | None = None,
+        device: DeviceLike = "auto",
     ) -> None:
         built = load_trunk(trunk)
-        self._setup(BundleState(trunk=trunk_reference(built)), cache, limits)
-        self._trunk = built
+        self._setup(BundleState(trunk=trunk_reference(built)), cache, limits, device)
+        self._trunk = built.on_device(self._device)
 
-    def _setup(self, saved: BundleState, cache: Any, limits: HeadLimits | None) -> None:
+    def _setup(
+        self, saved: BundleState, cache: Any, limits: HeadLimits | None, device: DeviceLike
+    ) -> None:
+        self._device = resolve_device(device)
         self.limits = limits or HeadLimits()
         self._saved = saved
         self._trunk = None
@@ -187,15 +193,21 @@ class Bundle(InProduction, Tiered, Fitting):
                 trunk={**trunk_reference(trunk), "spec": spec},
                 trunk_state=dict(trunk.state()),
             ).with_heads(HeadSet(), removed)
-            self._trunk = trunk
+            self._trunk = trunk.on_device(self._device)
 
     @property
     def trunk(self) -> TrunkBase:
         """The trunk, built on first use (a loaded bundle defers it) and checked."""
         with self._lock:
             if self._trunk is None:
-                self._trunk = build_trunk(self._saved)
+                self._trunk = build_trunk(self._saved).on_device(self._device)
             return self._trunk
+
+    @property
+    def device(self) -> Device:
+        """The device the trunk runs on (as asked; a part that cannot run there runs
+        on the CPU: ``bundle.trunk.device`` says where the trunk does)."""
+        return self._device
 
     @property
     def trunk_fingerprint(self) -> str:
@@ -480,6 +492,7 @@ class Bundle(InProduction, Tiered, Fitting):
         trunk: Trunk | None = None,
         tier: int | None = None,
         limits: HeadLimits | None = None,
+        device: DeviceLike = "auto",
     ) -> Self:
         """Load a bundle folder. The trunk is built on first use (or given as ``trunk``).
 
@@ -487,13 +500,14 @@ class Bundle(InProduction, Tiered, Fitting):
         :func:`~manyheads.bundle.bundle_folder`. ``tier``: for a byte bundle, the tier
         (nested embedding size) to answer at; a tier other than the bundle's own loads
         the sub-bundle fitted at that tier (``tiers/<tier>/``). ``limits``: the caps
-        on heads added later (a bundle loads whatever its heads hold).
+        on heads added later (a bundle loads whatever its heads hold). ``device``: where
+        the trunk runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``; see :class:`Bundle`).
         """
         from .builtin import bundle_folder
 
         folder = bundle_folder(path, tier)
         bundle = cls.__new__(cls)
-        bundle._setup(load_folder(folder), cache, limits)
+        bundle._setup(load_folder(folder), cache, limits, device)
         if trunk is not None:
             given = load_trunk(trunk)
             if given.fingerprint != bundle.trunk_fingerprint:
@@ -501,7 +515,7 @@ class Bundle(InProduction, Tiered, Fitting):
                     f"the bundle was trained on trunk fingerprint {bundle.trunk_fingerprint}, "
                     f"the trunk given has fingerprint {given.fingerprint}"
                 )
-            bundle._trunk = given
+            bundle._trunk = given.on_device(bundle._device)
         if tier is not None and bundle.tier != tier:
             raise BundleError(
                 f"{folder / BUNDLE_JSON}: expected a bundle at tier {tier}, found {bundle.tier}"
@@ -519,29 +533,6 @@ class Bundle(InProduction, Tiered, Fitting):
             if data is not None and rel not in saved.data:
                 self._saved = saved.replace(data={**saved.data, rel: data})
             return data
-
-    # -- updates (handed over when called) -----------------------------------
-
-    def update_heads(
-        self, heads: Sequence[str] | str | None = None, **options: Any
-    ) -> UpdateReport:
-        """Refit heads from their kept data and corrections, promote each only when it is
-        not worse, save: see :mod:`manyheads.learn.update` for the rule and the
-        options (``min_feedback``, ``held_back``, ``margin``, ``keep``, ``seed``,
-        ``dry_run``, ``full``; ``wait=False``: refuse rather than wait for an update running
-        elsewhere on the folder; ``save=False``: leave saving, and dropping the
-        corrections folded in from the log (:meth:`drop_folded`), to the caller)."""
-        from ..learn.update import UpdateSettings, update_heads
-
-        wait, save = options.pop("wait", True), options.pop("save", True)
-        settings = UpdateSettings(**options)
-        folder = folder_of(self)
-        with update_lock(folder, wait=wait):
-            report = update_heads(self, heads, settings)
-            if save and not settings.dry_run and any(h.rows_feedback for h in report.heads):
-                self.save(folder)
-                drop_folded(self, folder)
-        return report
 
     # -- training, evaluation, fine-tuning (handed over when called) -----------
 

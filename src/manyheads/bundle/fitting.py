@@ -1,15 +1,21 @@
 """The bundle's methods that hand a head over to training, beside ``fit_head`` (in
 ``core.py``): heads made from label names (:mod:`manyheads.train.zero_shot`: add one,
 read its names back, change its descriptions) and an update's refit of a head from its
-own weights (:func:`manyheads.train.fit.refit_head`). :class:`Fitting` gives a
+own weights (:func:`manyheads.train.fit.refit_head`), and the guarded update of heads
+from their corrections (:mod:`manyheads.learn.update`). :class:`Fitting` gives a
 :class:`~manyheads.bundle.Bundle` these; loading and predicting never import them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError
+from .feedback import update_lock
+from .production import drop_folded, folder_of
+
+if TYPE_CHECKING:
+    from ..learn.update import UpdateReport
 
 __all__ = ["Fitting"]
 
@@ -21,6 +27,28 @@ class Fitting:
     head_info: Any
     training_data: Any
     fit_head: Any
+    save: Any
+
+    def update_heads(
+        self, heads: Sequence[str] | str | None = None, **options: Any
+    ) -> UpdateReport:
+        """Refit heads from their kept data and corrections, promote each only when it is
+        not worse, save: see :mod:`manyheads.learn.update` for the rule and the
+        options (``min_feedback``, ``held_back``, ``margin``, ``keep``, ``seed``,
+        ``dry_run``, ``full``; ``wait=False``: refuse rather than wait for an update running
+        elsewhere on the folder; ``save=False``: leave saving, and dropping the
+        corrections folded in from the log (:meth:`drop_folded`), to the caller)."""
+        from ..learn.update import UpdateSettings, update_heads
+
+        wait, save = options.pop("wait", True), options.pop("save", True)
+        settings = UpdateSettings(**options)
+        folder = folder_of(self)
+        with update_lock(folder, wait=wait):
+            report = update_heads(self, heads, settings)
+            if save and not settings.dry_run and any(h.rows_feedback for h in report.heads):
+                self.save(folder)
+                drop_folded(self, folder)
+        return report
 
     def refit_head(
         self,

@@ -84,7 +84,12 @@ def _computed(
     trunk: TrunkBase, fused: FusedHeads, texts: list[str], names: Sequence[str]
 ) -> dict[str, np.ndarray]:
     """The heads ``names`` on ``trunk``'s vectors: those its graph holds from the graph,
-    the others (added since it was written) applied here."""
+    the others (added since it was written) applied here; on a trunk that runs on a
+    GPU, the heads' first layer is computed there (only its product comes back)."""
+    if trunk.projects:
+        return fused.from_first_layer(
+            trunk.encode_projected(texts, *fused.first_layer(names)), names
+        )
     X, probs = trunk.encode_with_heads(texts, {n: fused.specs[n].digest for n in names})
     rest = [n for n in names if n not in probs]
     if rest:

@@ -14,6 +14,7 @@ from .common import table
 from .options import (
     BUNDLE,
     CACHE,
+    DEVICE,
     JSON,
     SEED,
     TRUNK,
@@ -91,6 +92,7 @@ from .options import (
     SEED,
     JSON,
     *CACHE,
+    DEVICE,
 )
 def absorb(**options: Any) -> None:
     """Absorb classifiers you already run (Hugging Face models, heads of other bundles,

@@ -14,6 +14,7 @@ from .common import split_names, table
 from .options import (
     BUNDLE,
     CACHE,
+    DEVICE,
     HEADS,
     JSON,
     LABEL_SEP,
@@ -80,7 +81,7 @@ PROTOCOL = (
 
 @command(
     argument("data", Path, "Labelled CSV, TSV, JSONL or Parquet file."),
-    BUNDLE, HEADS, JSON, TEXT_FIELD, LABEL_SEP, *CACHE, TIER, REPORT, *PROTOCOL,
+    BUNDLE, HEADS, JSON, TEXT_FIELD, LABEL_SEP, *CACHE, DEVICE, TIER, REPORT, *PROTOCOL,
 )  # fmt: skip
 def eval_(**options: Any) -> None:
     """Evaluate the bundle's heads on DATA (heads whose field DATA lacks are skipped); or

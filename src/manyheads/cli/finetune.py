@@ -8,7 +8,7 @@ import typer
 
 from .. import jobs
 from .common import summary_table
-from .options import BUNDLE, CACHE, DATA, SEED, TASKS, TUNING, command, fields, option, take
+from .options import BUNDLE, CACHE, DATA, DEVICE, SEED, TASKS, TUNING, command, fields, option, take
 
 
 @command(
@@ -27,6 +27,7 @@ from .options import BUNDLE, CACHE, DATA, SEED, TASKS, TUNING, command, fields, 
     *fields(option("group_field", str | None, "--group-field", None, None)),
     SEED,
     *CACHE,
+    DEVICE,
 )
 def finetune(**options: Any) -> None:
     """Fine-tune the bundle's transformer trunk on DATA's tasks (LP-FT); refit every head."""

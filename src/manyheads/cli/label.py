@@ -17,6 +17,7 @@ from .common import split_names
 from .options import (
     ANY_BUNDLE,
     BATCH_SIZE,
+    DEVICE,
     HEADS,
     MAX_CHARS,
     TEXT_FIELD,
@@ -97,6 +98,14 @@ from .options import (
         None,
     ),
     TIER,
+    DEVICE,
+    option(
+        "gpu_batch_size",
+        int,
+        "--gpu-batch-size",
+        "Texts a trunk pass when the trunk runs on a GPU (the job then runs in one process).",
+        16_384,
+    ),
     MAX_CHARS,
     option(
         "long_texts",

@@ -179,6 +179,13 @@ CACHE_DIR = option(
     "Embedding cache folder (default: $MANYHEADS_CACHE_DIR or the user cache folder).",
     None,
 )
+DEVICE = option(
+    "device",
+    str,
+    "--device",
+    "Where the trunk runs: auto (a GPU where torch sees one, else the CPU), cpu, cuda or cuda:N.",
+    "auto",
+)
 NO_CACHE = option("no_cache", bool, "--no-cache", "Do not use the embedding cache.", False)
 CACHE = (CACHE_DIR, NO_CACHE)
 # how a transformer trunk is fine-tuned (finetune, absorb --finetune)

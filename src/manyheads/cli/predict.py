@@ -13,6 +13,7 @@ from .. import jobs
 from .common import split_names
 from .options import (
     ANY_BUNDLE,
+    DEVICE,
     HEADS,
     LONG_TEXTS,
     MAX_CHARS,
@@ -57,6 +58,7 @@ def compact(number: int, text: str, answer: dict[str, Any]) -> str:
     TEXT_FIELD,
     HEADS,
     TIER,
+    DEVICE,
     MAX_CHARS,
     LONG_TEXTS,
     option(

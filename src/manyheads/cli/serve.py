@@ -13,6 +13,7 @@ from ..errors import ManyheadsError
 from .options import (
     ANY_BUNDLE,
     CACHE,
+    DEVICE,
     LONG_TEXTS,
     MAX_CHARS,
     MAX_LABELS,
@@ -125,6 +126,15 @@ LIMITS = (
     ),
     *LIMITS,
     *CACHE,
+    DEVICE,
+    option(
+        "gpu_batch",
+        int,
+        "--gpu-batch",
+        "Texts a trunk pass when the trunk runs on a GPU (a pass's characters and tokens "
+        "grow with it).",
+        1024,
+    ),
     TIER,
 )
 def serve(**options: Any) -> None:

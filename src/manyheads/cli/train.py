@@ -12,6 +12,7 @@ from .options import (
     BUNDLE,
     CACHE,
     DATA,
+    DEVICE,
     LABEL_SEP,
     MAX_LABELS,
     SEED,
@@ -105,7 +106,7 @@ FITTING = (
 
 @command(
     DATA, BUNDLE, TASKS, TEXT_FIELD, GROUP_FIELD, TRUNK, *BYTE_TRUNK, LABEL_SEP, *FITTING,
-    MAX_LABELS, *CACHE,
+    MAX_LABELS, *CACHE, DEVICE,
 )  # fmt: skip
 def train(**options: Any) -> None:
     """Train heads from DATA into BUNDLE (created if missing; other heads are kept)."""

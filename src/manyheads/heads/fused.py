@@ -212,9 +212,21 @@ class FusedHeads:
             raise DataError(f"unknown head {unknown[0]!r}; known: {', '.join(self.names)}")
         if X.shape[1] != self.dim:
             raise DataError(f"X has {X.shape[1]} features but the heads expect {self.dim}")
-        W, b, slices = self._subset(names)
+        W, b, _ = self._subset(names)
         Z = product(X, W)
         Z += b
+        return self.from_first_layer(Z, names)
+
+    def first_layer(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(W, b)``: the first layer of the heads ``names``, side by side (a trunk that
+        runs on a GPU computes ``X @ W + b`` there, :meth:`from_first_layer` the rest)."""
+        W, b, _ = self._subset(list(names))
+        return W, b
+
+    def from_first_layer(self, Z: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
+        """``{head: probabilities}`` from ``Z = X @ W + b`` of :meth:`first_layer`."""
+        names = list(names)
+        _, _, slices = self._subset(names)
         out: dict[str, np.ndarray] = {}
         for n in names:
             spec, z = self.specs[n], Z[:, slices[n]]

@@ -80,7 +80,7 @@ def absorb_file(
     # an existing bundle: no other writer saves in between (the trunk may change)
     with folder_lock(folder) if exists else contextlib.nullcontext():
         if exists:
-            bundle = Bundle.load(folder, cache=cache)
+            bundle = Bundle.load(folder, cache=cache, device=files.device)
             if trunk is not None and other_trunk(bundle, trunk) is not None:
                 raise ConfigError(
                     f"bundle {folder} uses trunk {bundle.trunk_name!r}; {{trunk}} "
@@ -88,7 +88,7 @@ def absorb_file(
                     options=("trunk",),
                 )
         else:
-            bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache)
+            bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, device=files.device)
         return absorb_teachers(
             bundle,
             folder,

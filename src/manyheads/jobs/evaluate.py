@@ -79,7 +79,13 @@ def evaluate_file(
     given = list(protocol_options)
     given += ["train_texts"] * (job.train is not None) + ["groups"] * (job.group_field is not None)
     check_protocol(job.protocol, given, job.report)  # before any file is read
-    bundle = open_bundle(bundle_path, cache_dir=job.cache_dir, no_cache=job.no_cache, tier=job.tier)
+    bundle = open_bundle(
+        bundle_path,
+        cache_dir=job.cache_dir,
+        no_cache=job.no_cache,
+        tier=job.tier,
+        device=job.device,
+    )
     names = bundle.resolve_heads(job.heads)
     specs = [
         LabelSpec(

@@ -27,6 +27,7 @@ FILE_RULES: dict[str, Rule] = {
     "group_field": text(none=True),
     "label_sep": text(),
     "no_cache": boolean(),
+    "device": text(),
 }
 
 
@@ -35,13 +36,15 @@ class FileSettings(Settings):
     """Where a row's text is (``text_field``), the field whose rows stay together when
     rows are split (``group_field``), what separates the labels of a list-per-item task
     written as text (``label_sep``); the embedding cache in ``cache_dir`` (default: the
-    default cache), or none (``no_cache``)."""
+    default cache), or none (``no_cache``); the ``device`` the trunk runs on (``auto``,
+    ``cpu``, ``cuda``, ``cuda:N``)."""
 
     text_field: str = "text"
     group_field: str | None = None
     label_sep: str = ","
     cache_dir: str | Path | None = None
     no_cache: bool = False
+    device: str = "auto"
 
     _constraints: ClassVar[Mapping[str, Rule]] = FILE_RULES
 

@@ -146,8 +146,9 @@ def open_bundle(
     cache_dir: str | Path | None = None,
     no_cache: bool = False,
     tier: int | None = None,
+    device: str = "auto",
 ) -> Bundle:
-    return Bundle.load(path, cache=cache_setting(cache_dir, no_cache), tier=tier)
+    return Bundle.load(path, cache=cache_setting(cache_dir, no_cache), tier=tier, device=device)
 
 
 def parse_byte_config(value: str | dict[str, Any] | None) -> ByteConfig:

@@ -38,10 +38,12 @@ def predict_rows(
     max_chars: int = 100_000,
     long_texts: str = "refuse",
     scores: str = "all",
+    device: str = "auto",
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(text, answer)`` for the given texts, then the texts of a file, in order, read
     and answered a batch at a time (``tier``: a byte bundle's heads at that tier;
-    ``scores``: each head's class scores ``all``, the ``top`` five, or ``none``).
+    ``scores``: each head's class scores ``all``, the ``top`` five, or ``none``;
+    ``device``: where the trunk runs).
 
     A text longer than ``max_chars`` is refused (``long_texts="refuse"``: a
     :class:`DataError` naming it, after the answers before it) or read in pieces of
@@ -55,7 +57,7 @@ def predict_rows(
             "nothing to predict: give {texts} or {input_file}", options=("texts", "input_file")
         )
     check_scores(scores)
-    bundle = open_bundle(bundle_path, no_cache=True, tier=tier)
+    bundle = open_bundle(bundle_path, no_cache=True, tier=tier, device=device)
     labeller = Labeller(
         bundle, tuple(bundle.resolve_heads(heads)), text_field, max_chars, long_texts,
         max(1, batch_size), scores,

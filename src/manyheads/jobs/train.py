@@ -158,7 +158,7 @@ def _train(
         )
     cache = job.cache()
     if exists:
-        bundle = Bundle.load(folder, cache=cache, limits=limits)
+        bundle = Bundle.load(folder, cache=cache, limits=limits, device=job.device)
         if trunk == "byte" and bundle.tier is None:
             raise ConfigError(
                 f"bundle {folder} uses trunk {bundle.trunk_name!r}, not a byte trunk. "
@@ -194,7 +194,7 @@ def _train(
                 epochs=job.trunk_epochs,
                 on_trunk=job.on_trunk,
             )
-        bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, limits=limits)
+        bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, limits=limits, device=job.device)
     if bundle.tier is not None:  # a byte bundle: its heads are fitted at every tier
         return train_byte_heads(dataset, specs, folder, bundle, None, fit)
     if bundle.trunk_needs_fit:  # a new bundle's fitted trunk parts learn from this file
@@ -242,7 +242,9 @@ def finetune_file(
     # the trunk changes: no other writer may save in between (they wait, then find
     # the new trunk and are refused), so hold the lock from load to save
     with folder_lock(folder):
-        bundle = open_bundle(bundle_path, cache_dir=files.cache_dir, no_cache=files.no_cache)
+        bundle = open_bundle(
+            bundle_path, cache_dir=files.cache_dir, no_cache=files.no_cache, device=files.device
+        )
         summary = bundle.finetune(
             dataset.texts,
             {s.name: (s.kind, dataset.labels[s.name]) for s in specs},

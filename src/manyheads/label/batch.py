@@ -139,7 +139,7 @@ class LabelBatch:
         s = LabelSettings.merged(settings, options, "LabelBatch")
         if threads is not None:  # this process's share of the CPUs (a Ray actor's)
             os.environ["MANYHEADS_THREADS"] = str(threads)
-        bundle = Bundle.load(bundle_path, cache=None, tier=s.tier)
+        bundle = Bundle.load(bundle_path, cache=None, tier=s.tier, device=s.device)
         self.labeller = Labeller.of(bundle, tuple(bundle.resolve_heads(s.heads)), s)
         self.output_format = s.output_format or "jsonl"
         self.answer_columns = self.labeller.columns([])

@@ -266,7 +266,9 @@ def label_file(
     ``settings`` (a :class:`LabelSettings`), with ``options`` (its fields, by name)
     over it: ``heads``, ``text_field``, ``id_field``, ``batch_size``,
     ``output_format``, ``input_format``, ``scores``, ``tier``, ``max_chars``,
-    ``long_texts``, ``restart``.
+    ``long_texts``, ``restart``, ``device`` (where the trunk runs: ``auto``, ``cpu``,
+    ``cuda``, ``cuda:N``) and ``gpu_batch_size`` (texts a pass on a GPU, 16,384; the
+    job then runs in one process, in parts of at least that many rows).
     """
     s = LabelSettings.merged(settings, options, "label_file")
     id_field, tier, restart = s.id_field, s.tier, s.restart
@@ -281,9 +283,12 @@ def label_file(
     positive_int(part_rows, "part_rows")
     for file, fmt in zip(files, in_fmts, strict=True):
         check_file(file, fmt)  # a file no row of which can be read: before anything is written
-    bundle = Bundle.load(bundle_path, cache=None, tier=tier)
+    bundle = Bundle.load(bundle_path, cache=None, tier=tier, device=s.device)
     names = bundle.resolve_heads(s.heads)
     labeller = Labeller.of(bundle, tuple(names), s)
+    if bundle.trunk.device.accelerated:
+        # one process feeds the GPU, a pass of gpu_batch_size texts at a time
+        workers, part_rows = 1, max(part_rows, labeller.batch_size)
     work = output.with_name(output.name + ".parts")
     errors = output.with_name(output.name + ".errors.jsonl")
     job = job_record(

@@ -43,6 +43,7 @@ from ..data.tables import (
     suffix_format,
 )
 from ..errors import ConfigError, DataError, ManyheadsError, require
+from ..trunks.device import resolve_device
 from .batch import (
     ERROR_COLUMN,
     LINE_COLUMN,
@@ -319,6 +320,19 @@ def _bad_rows(answered: Any, file: str, id_field: str | None) -> list[str]:
     return lines
 
 
+def _gpus_for(device: str, seen: int) -> int:
+    """The GPUs the actors use: those of the Ray cluster (``seen``) for ``device``
+    ``auto`` or ``cuda``; none for ``cpu``. ``cuda`` on a cluster with none is refused."""
+    text = str(device).strip().lower()
+    if text == "cpu":
+        return 0
+    if text != "auto" and not text.startswith("cuda"):
+        resolve_device(text)  # refused in one line, naming the choices
+    if text.startswith("cuda") and not seen:
+        raise ConfigError(f"{{device}} {text}: the Ray cluster has no GPU", options=("device",))
+    return seen
+
+
 def label_with_ray(
     input_path: str | os.PathLike[str],
     bundle_path: str | os.PathLike[str],
@@ -347,11 +361,10 @@ def label_with_ray(
         _check(file, fmt)  # a file no row of which can be read: before anything is written
     place = _Place.of(output)
     folder = bundle_folder(bundle_path, s.tier)  # the folder every actor loads
-    bundle = Bundle.load(folder, cache=None)
+    bundle = Bundle.load(folder, cache=None, device="cpu")  # the actors run the trunk
     names = bundle.resolve_heads(s.heads)
     Labeller.of(bundle, tuple(names), s)  # its settings checked before anything is started
     # every actor loads the tier's folder itself and writes the output's format
-    actors = s.replace(heads=names, tier=None, output_format=out_fmt)
     record = job_record(
         bundle, names, [_fingerprint(f) for f in files],
         {**s.rows(), "tier": None, "output_format": out_fmt},
@@ -365,7 +378,13 @@ def label_with_ray(
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.enable_progress_bars = progress
-    size = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    resources = ray.cluster_resources()
+    gpus = _gpus_for(s.device, int(resources.get("GPU", 0)))
+    # on GPUs: one actor a GPU, asking for it, a pass of gpu_batch_size texts
+    size = gpus or workers or max(1, int(resources.get("CPU", 1)))
+    actors = s.replace(
+        heads=names, tier=None, output_format=out_fmt, device="cuda" if gpus else "cpu"
+    )
     rows = bad = resumed = answered_rows = 0
     for source, fmt in zip(files, formats, strict=True):
         done = place.child(f".done-{source.name}")
@@ -380,8 +399,9 @@ def label_with_ray(
                         LabelBatch,
                         fn_constructor_args=(str(folder), actors),
                         fn_constructor_kwargs={"threads": 1},  # an actor: 1 CPU
-                        batch_size=s.batch_size,
+                        batch_size=s.gpu_batch_size if gpus else s.batch_size,
                         batch_format="pyarrow",
+                        num_gpus=1 if gpus else None,
                         # from one actor up: a fixed pool as big as the CPUs would wait
                         # for CPUs the read tasks hold
                         compute=ray.data.ActorPoolStrategy(min_size=1, max_size=size),

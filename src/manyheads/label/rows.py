@@ -35,6 +35,8 @@ class LabelSettings(Settings):
     max_chars: int = 100_000
     long_texts: str = "refuse"
     restart: bool = False
+    device: str = "auto"
+    gpu_batch_size: int = 16_384
 
     def rows(self) -> dict[str, Any]:
         """The settings that change what a row's answer is (what a job's record
@@ -65,9 +67,12 @@ class Labeller:
 
     @classmethod
     def of(cls, bundle: Bundle, heads: tuple[str, ...], settings: LabelSettings) -> Labeller:
-        """The labeller of a job's ``settings``."""
+        """The labeller of a job's ``settings``: ``batch_size`` texts a trunk pass, or
+        ``gpu_batch_size`` where the bundle's trunk runs on a GPU."""
         s = settings
-        return cls(bundle, heads, s.text_field, s.max_chars, s.long_texts, s.batch_size, s.scores)
+        positive_int(s.gpu_batch_size, "gpu_batch_size")
+        size = s.gpu_batch_size if bundle.trunk.device.accelerated else s.batch_size
+        return cls(bundle, heads, s.text_field, s.max_chars, s.long_texts, size, s.scores)
 
     def columns(self, inputs: list[str]) -> Columns:
         """The output's columns: ``inputs``, then each head's (a list of labels for a

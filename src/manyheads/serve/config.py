@@ -43,6 +43,23 @@ class ServeConfig:
     learn_check_s: float = 5.0  # how often the corrections are counted
     max_feedback: int = 100_000  # corrections the bundle keeps before updates fold them in
     tier: int | None = None  # a byte bundle's heads at this tier (its tiers/<tier>/)
+    device: str = "auto"  # where the trunk runs: auto, cpu, cuda, cuda:N
+    # texts in one pass when the trunk runs on a GPU (max_pass_chars and max_pass_tokens
+    # grow by as much as gpu_batch is over max_batch): a GPU is fed big batches
+    gpu_batch: int = 1024
+
+    def pass_limits(self, on_gpu: bool) -> tuple[int, int, int]:
+        """``(texts, characters, tokens)`` one trunk pass may hold: ``max_batch``,
+        ``max_pass_chars`` and ``max_pass_tokens``; on a GPU, ``gpu_batch`` texts and
+        the characters and tokens in proportion."""
+        if not on_gpu:
+            return self.max_batch, self.max_pass_chars, self.max_pass_tokens
+        grow = max(1.0, self.gpu_batch / self.max_batch)
+        return (
+            max(self.max_batch, self.gpu_batch),
+            int(self.max_pass_chars * grow),
+            int(self.max_pass_tokens * grow),
+        )
 
     @property
     def feedback_limits(self) -> FeedbackLimits:
@@ -72,6 +89,7 @@ class ServeConfig:
             "max_train_texts",
             "learn_after",
             "max_feedback",
+            "gpu_batch",
         ):
             positive_int(getattr(self, name), name)
         check_long_texts(self.long_texts)

@@ -82,7 +82,11 @@ class Service:
         from ..bundle import Bundle
 
         bundle = Bundle.load(
-            self.path, cache=self.cache, tier=self.config.tier, limits=self.config.limits
+            self.path,
+            cache=self.cache,
+            tier=self.config.tier,
+            limits=self.config.limits,
+            device=self.config.device,
         )
         _warm(bundle)
         return bundle
@@ -97,13 +101,14 @@ class Service:
         self.write_lock = asyncio.Lock()
         window = self.config.max_chars if self.config.long_texts == "window" else None
         # a pass reads one bundle: a long text's steps, the bundle served when it began
+        texts, chars, _ = self.config.pass_limits(bundle.trunk.device.accelerated)
         self.batcher = MicroBatcher(
             lambda texts: self.bundle.predict(texts, max_chars=window),
             measure=lambda texts: self.bundle.trunk.work(texts),
             start=lambda text: self.bundle.predict_steps([text], max_chars=window),
-            max_batch=self.config.max_batch,
+            max_batch=texts,
             max_wait_ms=self.config.max_wait_ms,
-            max_pass_chars=self.config.max_pass_chars,
+            max_pass_chars=chars,
             max_pass_work=self._pass_work(bundle),
             observe=self._observe_pass,
         )
@@ -134,7 +139,8 @@ class Service:
         """The trunk work one pass may hold: ``max_pass_tokens`` for a trunk that reads
         token windows, ``max_pass_chars`` for one that is cheap per character."""
         tokens = not bundle.trunk_needs_fit and bundle.trunk.work_unit == "tokens"
-        return self.config.max_pass_tokens if tokens else self.config.max_pass_chars
+        _, chars, most_tokens = self.config.pass_limits(bundle.trunk.device.accelerated)
+        return most_tokens if tokens else chars
 
     async def stop(self) -> None:
         self.ready = False
@@ -258,8 +264,14 @@ class Service:
         new: Bundle | None = None
         with contextlib.suppress(FingerprintMismatchError):
             # keep the loaded trunk when the bundle still names the same one
-            new = Bundle.load(self.path, cache=self.cache, trunk=old.trunk, limits=old.limits)
+            new = Bundle.load(
+                self.path,
+                cache=self.cache,
+                trunk=old.trunk,
+                limits=old.limits,
+                device=old.device,
+            )
         if new is None or new.trunk_reference != old.trunk_reference:
-            new = Bundle.load(self.path, cache=self.cache, limits=old.limits)
+            new = Bundle.load(self.path, cache=self.cache, limits=old.limits, device=old.device)
         _warm(new)
         return new

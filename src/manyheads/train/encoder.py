@@ -18,6 +18,7 @@ import numpy as np
 from .._progress import transformers_bars
 from ..errors import ConfigError, ManyheadsError, require
 from ..trunks.base import check_texts
+from ..trunks.device import DeviceLike, resolve_device
 from ..trunks.transformer import TransformerTrunk, sentence_transformers_settings, special_span
 
 __all__ = ["TrainingEncoder", "positive_float", "positive_int", "training_embeddings"]
@@ -44,7 +45,14 @@ def positive_float(name: str, value: Any) -> float:
 class TrainingEncoder:
     """Tokenizer + transformer + pooling + L2 normalisation, as TransformerTrunk does it."""
 
-    def __init__(self, model_dir: str | Path, *, max_length: int, pooling: str | None) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        max_length: int,
+        pooling: str | None,
+        device: DeviceLike = "cpu",
+    ) -> None:
         self.torch = require("torch", "transformers")
         transformers = require("transformers", "transformers")
         # TransformerTrunk validates the folder and resolves pooling, window and tokenizer
@@ -65,7 +73,9 @@ class TrainingEncoder:
             )
         except (OSError, ValueError) as exc:
             raise ManyheadsError(f"cannot load the model in {self.model_dir}: {exc}") from exc
-        self.model = model.float().to("cpu")
+        # trained in float32 wherever it runs (a GPU too: its optimiser state stays exact)
+        self.device = resolve_device(device).torch_name
+        self.model = model.float().to(self.device)
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text, truncated to ``max_length`` with special tokens kept."""
@@ -93,6 +103,7 @@ class TrainingEncoder:
         for row, seq in enumerate(batch):
             ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
             mask[row, : len(seq)] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
         hidden = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
         if self.pooling == "cls":
             pooled = hidden[:, 0]
@@ -109,7 +120,7 @@ class TrainingEncoder:
         torch = self.torch
         was_training = self.model.training
         self.model.eval()
-        out = torch.zeros((len(ids), self.trunk.dim), dtype=torch.float32)
+        out = torch.zeros((len(ids), self.trunk.dim), dtype=torch.float32, device=self.device)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):

@@ -241,6 +241,8 @@ def tune_trunk(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rel = f"trunk-{uuid.uuid4().hex[:12]}"
+    # fine-tuned where the trunk runs (a GPU: the bundle's device)
+    options = {"device": source.device.torch_name, **options}
     report = finetune_transformer(source.path, texts, tasks, folder / rel, **options)
     tuned = TransformerTrunk(
         folder / rel, name=f"{source.name}-ft", pooling=source.pooling, max_length=source.max_length

@@ -72,6 +72,7 @@ from ..heads.nn import (
 )
 from ..heads.targets import learn_targets
 from ..trunks.base import check_texts
+from ..trunks.device import resolve_device
 from ..trunks.transformer import TransformerTrunk
 from .encoder import (
     TrainingEncoder,
@@ -141,6 +142,7 @@ class Finetuning(Settings):
     seed: int = 0
     pooling: str | None = None
     progress: bool = False
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         checked = {
@@ -154,6 +156,7 @@ class Finetuning(Settings):
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
         checked["seed"] = int(self.seed)
+        resolve_device(self.device)  # refused in one line where it cannot run
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
@@ -315,6 +318,9 @@ def finetune_transformer(
         the saved folder, so it loads with the pooling it was trained with.
     progress
         Show a progress bar with the running loss on a terminal.
+    device
+        Where it trains (``cpu``, ``cuda``, ``cuda:N``, ``auto``), in float32; a
+        bundle's fine-tuning trains where its trunk runs.
 
     Raises :class:`~manyheads.ConfigError` for a bad parameter or an unknown
     kind, :class:`~manyheads.DataError` for bad texts or labels, and
@@ -334,7 +340,10 @@ def finetune_transformer(
     with seeded(settings.seed) as generator:
         with transformers_bars(settings.progress):
             encoder = TrainingEncoder(
-                model_dir, max_length=settings.max_length, pooling=settings.pooling
+                model_dir,
+                max_length=settings.max_length,
+                pooling=settings.pooling,
+                device=settings.device,
             )
         if out.resolve() == encoder.root or encoder.root in out.resolve().parents:
             raise ConfigError(f"out_dir {str(out)!r} must not be inside the source model folder")
@@ -399,18 +408,19 @@ def _train(
 ) -> tuple[LoopResult, LoopResult]:
     """LP-FT on the token ids of the texts: the task layers probed on frozen embeddings,
     then trained with the transformer (see the module's docstring); what each stage did."""
-    targets = [torch.from_numpy(t.target) for t in task_list]
+    where = encoder.device  # the task layers and their targets train beside the model
+    targets = [torch.from_numpy(t.target).to(where) for t in task_list]
     n, dim = len(ids), encoder.trunk.dim
-    heads = torch.nn.ModuleList([torch.nn.Linear(dim, t.outputs) for t in task_list])
+    heads = torch.nn.ModuleList([torch.nn.Linear(dim, t.outputs) for t in task_list]).to(where)
     # the auxiliary layers of the teachers' logits (a logit-level term of their own)
     logit_targets = {
-        str(i): torch.from_numpy(np.asarray(t.soft.logits, dtype=np.float32))
+        str(i): torch.from_numpy(np.asarray(t.soft.logits, dtype=np.float32)).to(where)
         for i, t in enumerate(task_list)
         if t.soft is not None and t.soft.logits is not None
     }
     aux = torch.nn.ModuleDict(
         {i: torch.nn.Linear(dim, logit_targets[i].shape[1]) for i in logit_targets}
-    )
+    ).to(where)
     with torch.no_grad():
         for head in [*heads, *aux.values()]:
             head.weight.zero_()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import sys
@@ -13,6 +14,7 @@ import numpy as np
 
 from .._text import unicode_problem
 from ..errors import ConfigError, DataError, ManyheadsError
+from .device import CPU, Device, DeviceLike, resolve_device
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -126,6 +128,9 @@ class TrunkBase:
     """Keeps files in the bundle folder (``save_files``), so saving builds it."""
     hashed_files: ClassVar[tuple[tuple[str, str], ...]] = ()
     """The kinds of files named by their content (``_io.hashed_name``) it writes."""
+    runs_on: ClassVar[tuple[str, ...]] = ("cpu",)
+    """The kinds of device it runs on (``"cuda"``: a GPU); asked to run on another, it
+    stays on the CPU (:meth:`on_device`)."""
     _not_settings: ClassVar[tuple[str, ...]] = ()
     """Parameters of ``__init__`` that a spec never holds."""
 
@@ -236,6 +241,43 @@ class TrunkBase:
     @property
     def cache_key(self) -> str:
         return self.fingerprint
+
+    # -- where it runs -----------------------------------------------------
+
+    @property
+    def device(self) -> Device:
+        """The device it runs on."""
+        return CPU
+
+    def on_device(self, device: DeviceLike) -> TrunkBase:
+        """This trunk running on ``device`` where its type can (``runs_on``), else on
+        the CPU: the trunk itself for one that runs only there. Same vectors, same
+        fingerprint (within the precision the device computes in)."""
+        return self
+
+    def _moved(self, device: DeviceLike, **fresh: Any) -> Any:
+        """This trunk, or where ``device`` is another than its own a shallow copy of it
+        running there, its attributes ``fresh`` set anew (what it built for the old
+        device: a model, a session)."""
+        device = resolve_device(device)
+        if device == self.device:
+            return self
+        other = copy.copy(self)
+        for name, value in {"_device": device, **fresh}.items():
+            setattr(other, name, value)
+        return other
+
+    @property
+    def projects(self) -> bool:
+        """Whether it computes the heads' first layer where it runs (on a GPU: only the
+        product comes back, :meth:`encode_projected`)."""
+        return False
+
+    def encode_projected(
+        self, texts: Sequence[str], weights: np.ndarray, bias: np.ndarray
+    ) -> np.ndarray:
+        """``encode(texts) @ weights + bias`` (float32), computed where the trunk runs."""
+        return np.asarray(self.encode(texts) @ weights + bias, dtype=np.float32)
 
     def encode_features(self, texts: Sequence[str], *, progress: bool = False) -> Features:
         return self.encode(texts, progress=progress)

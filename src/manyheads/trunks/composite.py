@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError
 from .base import Encoding, Features, TrunkAdapter, TrunkBase, check_texts
+from .device import CPU, Device, DeviceLike
 from .presets import COMPOSITE_PRESETS
 
 
@@ -37,6 +38,7 @@ class CompositeTrunk(TrunkBase):
     """Concatenation of ``parts`` with per-part ``weights``."""
 
     type_name = "composite"
+    runs_on = ("cpu", "cuda")  # where its parts do
 
     @classmethod
     def spec_parts(cls, options: dict[str, Any]) -> list[Any]:
@@ -108,6 +110,19 @@ class CompositeTrunk(TrunkBase):
 
     def with_parts(self, parts: Sequence[TrunkBase]) -> TrunkBase:
         return CompositeTrunk(parts, self.weights)
+
+    @property
+    def device(self) -> Device:
+        """The device of its part that runs on a GPU, if one does; else the CPU."""
+        return next((p.device for p in self._parts if p.device.accelerated), CPU)
+
+    def on_device(self, device: DeviceLike) -> TrunkBase:
+        """Each part where it runs best: on ``device`` where its type can, else on the
+        CPU (a TF-IDF or n-gram part: sparse products that a CPU does well)."""
+        parts = [p.on_device(device) for p in self._parts]
+        if all(new is old for new, old in zip(parts, self._parts, strict=True)):
+            return self
+        return self.with_parts(parts)
 
     def precise_twin(self) -> tuple[TrunkBase, Any] | None:
         for i, part in enumerate(self._parts):

@@ -35,6 +35,7 @@ import numpy as np
 from .._io import GRAPH_FILE
 from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, require
 from .base import Encoding, SpecFile, TrunkBase, check_texts, load_tokenizer_file
+from .device import CPU, Device, DeviceLike, resolve_device
 from .graph_spec import RUN_SETTINGS, GraphSpec
 from .windows import WindowEncoding, token_windows, window_work
 
@@ -112,10 +113,12 @@ def open_session(
     *,
     threads: int | None = None,
     hint: str = "; export the bundle again",
+    device: Device = CPU,
 ) -> Any:
-    """An onnxruntime CPU session on the graph at ``path``, read once: checked against
+    """An onnxruntime session on the graph at ``path``, read once: checked against
     ``sha256`` (the one the bundle names; ``hint`` ends the refusal), then handed to
-    onnxruntime."""
+    onnxruntime; on the CPU, or on ``device`` through onnxruntime's CUDA execution
+    provider (the CPU one beside it, for what CUDA does not run)."""
     ort = require("onnxruntime", "onnx")
     blob = read_graph(path, sha256, hint=hint)
     options = ort.SessionOptions()
@@ -124,9 +127,18 @@ def open_session(
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
     try:
-        return ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+        providers: list[Any] = ["CPUExecutionProvider"]
+        if device.accelerated:
+            providers.insert(0, ("CUDAExecutionProvider", {"device_id": device.index}))
+        return ort.InferenceSession(blob, options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types
         raise ManyheadsError(f"cannot load the ONNX graph {path}: {exc}") from exc
+
+
+def cuda_provider() -> bool:
+    """Whether the onnxruntime installed runs graphs on CUDA GPUs."""
+    ort = require("onnxruntime", "onnx")
+    return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
 def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
@@ -210,6 +222,7 @@ class OnnxTrunk(TrunkBase):
     type_name = "onnx"
     semantic = True
     exported = True
+    runs_on = ("cpu", "cuda")
     keeps_files = True
     hashed_files = (GRAPH_FILE,)
     _not_settings = ("folder", "described")
@@ -279,6 +292,7 @@ class OnnxTrunk(TrunkBase):
         self._lock = threading.Lock()
         self._side = SideBySide("manyheads-onnx")  # the threads of spread "texts"
         self._precise: OnnxTrunk | None = None
+        self._device: Device = CPU
 
     @classmethod
     def _init_parameters(cls) -> list[Any]:
@@ -316,6 +330,27 @@ class OnnxTrunk(TrunkBase):
             "source": self.source,
             **extra,
         }
+
+    # -- where it runs -----------------------------------------------------
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def on_device(self, device: DeviceLike) -> OnnxTrunk:
+        """This graph on ``device``: a GPU through onnxruntime's CUDA execution provider
+        where the onnxruntime installed has it (the ``onnx-gpu`` extra), else the CPU."""
+        device = resolve_device(device)
+        if device.accelerated and not cuda_provider():
+            device = CPU
+        moved: OnnxTrunk = self._moved(
+            device,
+            _graph=None,
+            _lock=threading.Lock(),
+            _side=SideBySide("manyheads-onnx"),
+            _precise=None,
+        )
+        return moved
 
     # -- session -----------------------------------------------------------
 
@@ -360,7 +395,9 @@ class OnnxTrunk(TrunkBase):
     def _open(self, spread: str) -> _Graph:
         require("tokenizers", "onnx")
         threads = 1 if spread == "texts" else self.threads
-        session = open_session(self.folder / self.file, self.sha256, threads=threads)
+        session = open_session(
+            self.folder / self.file, self.sha256, threads=threads, device=self._device
+        )
         tok = load_tokenizer_file(self.folder / self.tokenizer_file)
         meta = session.get_modelmeta().custom_metadata_map
         return _Graph(
@@ -406,6 +443,7 @@ class OnnxTrunk(TrunkBase):
                 batch_tokens=self.batch_tokens,
                 max_batch=self.max_batch,
             )
+            twin._device = self._device
             self._precise = twin
         # spread as this graph is: one text per call answers a text whatever its batch
         twin.spread = self.resolved_spread()

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from .._io import STATIC_FILE, hashed_name, user_cache_folder, write_hashed
 from .._text import loads_json
-from ..errors import ConfigError, ManyheadsError
+from ..errors import ConfigError, ManyheadsError, require
 from .base import (
     SpecFile,
     TrunkBase,
@@ -48,6 +48,7 @@ from .base import (
     l2_normalise,
     tokenizer_from,
 )
+from .device import CPU, Device, DeviceLike, overlapped
 
 __all__ = ["StaticTrunk", "load_static_file", "static_file_name", "write_static_file"]
 
@@ -120,6 +121,7 @@ class StaticTrunk(TrunkBase):
 
     cacheable = False  # encoding is cheaper than reading vectors back
     type_name = "static"
+    runs_on = ("cpu", "cuda")
     semantic = True
     keeps_files = True
     hashed_files = (STATIC_FILE,)
@@ -181,6 +183,8 @@ class StaticTrunk(TrunkBase):
         self.source = source
         self.file, self.sha256, self.folder = file, sha256, folder
         self.batch_size = batch_size
+        self._device: Device = CPU
+        self._device_table: Any = None
         self._dim = int(table.shape[1])
         self._name = "static" if source == "minilm" else f"static:{Path(source).name}"
         self._fingerprint = config_fingerprint(
@@ -233,32 +237,79 @@ class StaticTrunk(TrunkBase):
         name, sha = write_hashed(folder, blob, STATIC_FILE)
         self.file, self.sha256, self.folder = name, sha, folder
 
-    def _counts(self, texts: list[str]) -> sp.csr_matrix:
-        """A (texts x tokens) matrix of 1 / (tokens of the text) per token: its product
-        with the table is each text's mean token vector. The unknown token is left out
-        (as model2vec does: a word-level vocabulary maps every other word to it)."""
+    def _token_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Every text's token ids, one after another, and each text's count of them. The
+        unknown token is left out (as model2vec does: a word-level vocabulary maps every
+        other word to it)."""
         encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
         lengths = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
-        ids = np.fromiter(chain.from_iterable(map(_ids, encs)), dtype=np.int32, count=lengths.sum())
+        ids = np.fromiter(chain.from_iterable(map(_ids, encs)), dtype=np.int64, count=lengths.sum())
         if self._unk is not None:
             rows = np.repeat(np.arange(len(encs)), lengths)
             known = ids != self._unk
             ids, lengths = ids[known], np.bincount(rows[known], minlength=len(encs))
-        indptr = np.zeros(len(encs) + 1, dtype=np.int64)
+        return ids, lengths
+
+    def _counts(self, texts: list[str]) -> sp.csr_matrix:
+        """A (texts x tokens) matrix of 1 / (tokens of the text) per token: its product
+        with the table is each text's mean token vector."""
+        ids, lengths = self._token_ids(texts)
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
         data = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
-        return sp.csr_matrix((data, ids, indptr), shape=(len(encs), self._table.shape[0]))
+        return sp.csr_matrix(
+            (data, ids.astype(np.int32), indptr), shape=(len(texts), self._table.shape[0])
+        )
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def on_device(self, device: DeviceLike) -> StaticTrunk:
+        moved: StaticTrunk = self._moved(device, _device_table=None)
+        return moved
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         texts = check_texts(texts)
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
         step = batch_size or self.batch_size
+        if self._device.accelerated:
+            return self.bag_encode(texts, step, self._device)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for start in range(0, len(texts), step):
             piece = texts[start : start + step]
             out[start : start + len(piece)] = self._counts(piece) @ self._table
         return l2_normalise(out)
+
+    def bag_encode(self, texts: list[str], step: int, device: Device) -> np.ndarray:
+        """``encode`` as an embedding bag on ``device`` (the GPU path, which runs on the
+        CPU too): the table is kept there; each batch's token ids go over in one flat
+        tensor with the offset of each text (tokenised on a thread while the device
+        works on the batch before), torch's ``embedding_bag`` takes the mean of their
+        rows, normalised there, and one array comes back per batch."""
+        torch = require("torch", "transformers")
+        where = device.torch_name
+        if self._device_table is None or self._device_table.device != torch.device(where):
+            self._device_table = torch.from_numpy(self._table).to(where)
+        table = self._device_table
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        pieces = [texts[i : i + step] for i in range(0, len(texts), step)]
+        at = 0
+        with torch.inference_mode():
+            for ids, lengths in overlapped(pieces, self._token_ids):
+                offsets = np.zeros(len(lengths), dtype=np.int64)
+                np.cumsum(lengths[:-1], out=offsets[1:])
+                bag = torch.nn.functional.embedding_bag(
+                    torch.from_numpy(ids).to(where),
+                    table,
+                    torch.from_numpy(offsets).to(where),
+                    mode="mean",
+                )
+                vectors = torch.nn.functional.normalize(bag, dim=1)
+                out[at : at + len(lengths)] = vectors.cpu().numpy()
+                at += len(lengths)
+        return out
 
     def __repr__(self) -> str:
         return f"StaticTrunk(source={self.source!r}, rows={self._table.shape[0]}, dim={self._dim})"

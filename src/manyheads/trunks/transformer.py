@@ -9,12 +9,22 @@ length are honoured (``modules.json``, ``1_Pooling/config.json``,
 Texts longer than the window are never cut: they are split into overlapping
 windows whose embeddings are averaged (weighted by their token counts).
 Batches are sorted by length so little padding is computed.
+
+One path encodes on every device (:meth:`TransformerTrunk.encode`): texts go in
+chunks; the next chunk is tokenised (the Rust tokenizer, on every core) on a thread
+while the device runs this one; its windows, shortest first, go in batches of at most
+``batch_size`` rows on the CPU and, on a GPU, of thousands of rows within a token
+budget sized from the free memory; pooling, normalising, joining a long text's
+windows and (:meth:`~TransformerTrunk.encode_projected`) the heads' first layer run
+on the device, and one array per chunk comes back. On a GPU the model runs in half
+precision (``precision="auto"``: bf16 where the GPU has it, else fp16).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +40,35 @@ from .base import (
     file_sha256,
     load_tokenizer_file,
 )
+from .device import (
+    Device,
+    DeviceLike,
+    batch_slices,
+    check_precision,
+    overlapped,
+    resolve_device,
+    token_budget,
+    torch_dtype,
+)
 from .windows import WindowEncoding, padded, special_span, token_windows, window_work
 
 __all__ = ["TransformerTrunk", "load_pretrained", "minilm_path", "special_span"]
 
 _VERSION = 1
+# rows of one batch on a GPU, and batches of one chunk (texts tokenised at once)
+GPU_ROWS = 4096
+CHUNK_BATCHES = 8
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """A chunk of texts, tokenised: its windows shortest first in padded batches, the
+    text each window belongs to and its weight (in that order)."""
+
+    n_texts: int
+    batches: list[tuple[np.ndarray, np.ndarray]]
+    owners: np.ndarray
+    weights: np.ndarray
 
 
 def _digest(path: Path) -> bytes:
@@ -126,7 +160,8 @@ class TransformerTrunk(TrunkBase):
     type_name = "transformer"
     semantic = True
     tunable = True
-    _not_settings = ("registered",)
+    runs_on = ("cpu", "cuda")
+    _not_settings = ("registered", "device", "precision")
 
     @classmethod
     def spec_files(cls, options: dict[str, Any]) -> list[SpecFile]:
@@ -156,7 +191,8 @@ class TransformerTrunk(TrunkBase):
         pooling: str | None = None,
         max_length: int | None = None,
         batch_size: int = 64,
-        device: str = "cpu",
+        device: DeviceLike = "cpu",
+        precision: str = "auto",
         registered: bool = False,
     ) -> None:
         folder = Path(path).expanduser()
@@ -190,7 +226,9 @@ class TransformerTrunk(TrunkBase):
             raise ConfigError(f"max_length must be an integer in [8, {positions}], got {limit!r}")
         self.max_length = limit
         self.batch_size = batch_size
-        self.device = device
+        self._device = resolve_device(device)
+        self.precision = check_precision(precision)
+        self._projections: dict[int, tuple[Any, Any, Any, Any]] = {}
         self._dim = int(model_cfg.get("hidden_size") or model_cfg.get("d_model") or 0)
         if self._dim <= 0:
             raise ManyheadsError(f"{model_dir / 'config.json'} does not say the hidden size")
@@ -265,10 +303,42 @@ class TransformerTrunk(TrunkBase):
         if self._model is None:
             torch = require("torch", "transformers")
             model = load_pretrained(self._model_dir)
-            model.to(self.device)
+            self._dtype = torch_dtype(torch, self._device, self.precision)
+            model.to(device=self._device.torch_name, dtype=self._dtype)
             self._torch = torch
             self._model = model
         return self._model
+
+    # -- where it runs -----------------------------------------------------
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def on_device(self, device: DeviceLike) -> TransformerTrunk:
+        moved: TransformerTrunk = self._moved(device, _model=None, _projections={})
+        return moved
+
+    @property
+    def projects(self) -> bool:
+        return self._device.accelerated
+
+    @property
+    def computes_in(self) -> str:
+        """The arithmetic the model runs in here: ``fp32``, ``bf16`` or ``fp16``."""
+        if self.precision != "auto":
+            return self.precision
+        if not self._device.accelerated:
+            return "fp32"
+        torch = require("torch", "transformers")
+        return "bf16" if torch_dtype(torch, self._device, "auto") == torch.bfloat16 else "fp16"
+
+    @property
+    def cache_key(self) -> str:
+        """The fingerprint; vectors computed in half precision are kept apart from the
+        float32 ones (``FINGERPRINT-bf16``)."""
+        half = self.computes_in
+        return self.fingerprint if half == "fp32" else f"{self.fingerprint}-{half}"
 
     def load_model(self) -> Any:
         """The transformers model (loaded with torch on first use)."""
@@ -313,19 +383,13 @@ class TransformerTrunk(TrunkBase):
         def run(windows: list[list[int]]) -> np.ndarray:
             """The pooled vector of each window (``windows``: shortest first), in
             batches of ``step`` windows."""
-            model = self._ensure_model()
-            torch = self._torch
+            self._ensure_model()
             pooled = np.zeros((len(windows), self._dim), dtype=np.float32)
-            with torch.inference_mode():
+            with self._torch.inference_mode():
                 for start in range(0, len(windows), step):
                     batch = windows[start : start + step]
-                    ids, mask = padded(batch)
-                    t_ids = torch.from_numpy(ids).to(self.device)
-                    t_mask = torch.from_numpy(mask).to(self.device)
-                    hidden = model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state
-                    pooled[start : start + len(batch)] = (
-                        self._pool(hidden, t_mask).float().cpu().numpy()
-                    )
+                    vectors = self._forward(*padded(batch))
+                    pooled[start : start + len(batch)] = vectors.cpu().numpy()
                     if bar is not None:
                         bar.update(len(batch))
             return pooled
@@ -335,17 +399,118 @@ class TransformerTrunk(TrunkBase):
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
-        """Each text's vector: its windows, shortest first, in batches of ``batch_size``;
-        each window normalised, a text's windows averaged (weighted by their text
-        tokens), normalised."""
-        texts = check_texts(texts)
+        """Each text's vector: its windows, shortest first, in batches (``batch_size``
+        rows; on a GPU, thousands within a token budget); each window normalised, a
+        text's windows averaged (weighted by their text tokens), normalised."""
+        return self._pipeline(check_texts(texts), batch_size, progress, None)
+
+    def encode_projected(
+        self, texts: Sequence[str], weights: np.ndarray, bias: np.ndarray
+    ) -> np.ndarray:
+        """``encode(texts) @ weights + bias``, the product computed on the device: on a
+        GPU only it comes back, one array a chunk."""
+        return self._pipeline(check_texts(texts), None, False, (weights, bias))
+
+    def _pipeline(
+        self,
+        texts: list[str],
+        batch_size: int | None,
+        progress: bool,
+        projection: tuple[np.ndarray, np.ndarray] | None,
+    ) -> np.ndarray:
+        width = self._dim if projection is None else int(projection[0].shape[1])
+        out = np.zeros((len(texts), width), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
+            return out
         from .._progress import progress_bar
 
-        tokenized = self._windows(texts)
-        with progress_bar(total=len(tokenized[0]), desc="encoding", enabled=progress) as bar:
-            return np.asarray(self._encoding(tokenized, len(texts), batch_size, bar).finish())
+        self._ensure_model()
+        torch = self._torch
+        rows, tokens = self._batch_limits(batch_size)
+        size = rows * CHUNK_BATCHES
+        chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+        project = None if projection is None else self._projection(*projection)
+        at = 0
+        with (
+            progress_bar(total=len(texts), desc="encoding", enabled=progress) as bar,
+            torch.inference_mode(),
+        ):
+            for chunk in overlapped(chunks, lambda c: self._prepare(c, rows, tokens)):
+                vectors = self._run_chunk(chunk)
+                if project is not None:
+                    vectors = torch.addmm(project[1], vectors, project[0])
+                out[at : at + chunk.n_texts] = vectors.cpu().numpy()
+                at += chunk.n_texts
+                bar.update(chunk.n_texts)
+        return out
+
+    def _batch_limits(self, batch_size: int | None) -> tuple[int, int]:
+        """Rows and padded tokens of one batch: ``batch_size`` rows (default: the trunk's,
+        or on a GPU :data:`GPU_ROWS`), within the token budget of the device's memory."""
+        if not self._device.accelerated:
+            return batch_size or self.batch_size, 1 << 62
+        # one layer's activations per token: hidden states, attention scores, feed-forward
+        cfg = self._model.config
+        per_token = int(
+            4 * self._dim * 10
+            + 4 * int(getattr(cfg, "intermediate_size", 4 * self._dim))
+            + 4 * int(getattr(cfg, "num_attention_heads", 12)) * self.max_length
+        )
+        return batch_size or GPU_ROWS, token_budget(self._torch, self._device, per_token)
+
+    def _prepare(self, texts: list[str], rows: int, tokens: int) -> _Chunk:
+        """Tokenise a chunk (on a thread, while the device runs the one before) into
+        padded batches of its windows, shortest first."""
+        windows, owners, weights = self._windows(texts)
+        lengths = np.fromiter(map(len, windows), dtype=np.int64, count=len(windows))
+        order = np.argsort(lengths, kind="stable")
+        batches = [
+            padded([windows[j] for j in order[cut]])
+            for cut in batch_slices(lengths[order], rows, tokens)
+        ]
+        return _Chunk(len(texts), batches, owners[order], weights[order])
+
+    def _run_chunk(self, chunk: _Chunk) -> Any:
+        """The chunk's text vectors (a torch tensor on the device): its windows' pooled,
+        normalised vectors, weighted, added up per text, normalised."""
+        torch = self._torch
+        where = self._device.torch_name
+        pooled = torch.cat([self._forward(ids, mask) for ids, mask in chunk.batches])
+        weights = self._to_device(torch.from_numpy(chunk.weights))
+        texts = torch.zeros((chunk.n_texts, self._dim), dtype=torch.float32, device=where)
+        texts.index_add_(
+            0, self._to_device(torch.from_numpy(chunk.owners)), pooled * weights[:, None]
+        )
+        return torch.nn.functional.normalize(texts, dim=1)
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> Any:
+        """One batch of windows through the model: each window's pooled vector,
+        normalised (float32, on the device)."""
+        torch = self._torch
+        t_ids = self._to_device(torch.from_numpy(ids))
+        t_mask = self._to_device(torch.from_numpy(mask))
+        hidden = self._model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state
+        return torch.nn.functional.normalize(self._pool(hidden.float(), t_mask), dim=1)
+
+    def _to_device(self, tensor: Any) -> Any:
+        if not self._device.accelerated:
+            return tensor
+        return tensor.pin_memory().to(self._device.torch_name, non_blocking=True)
+
+    def _projection(self, weights: np.ndarray, bias: np.ndarray) -> tuple[Any, Any]:
+        """``weights`` and ``bias`` on the device (kept while the arrays live: a head
+        set's first layer is copied there once)."""
+        key = id(weights)
+        kept = self._projections.get(key)
+        if kept is None or kept[2] is not weights or kept[3] is not bias:
+            torch = self._torch
+            w = torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32))
+            b = torch.from_numpy(np.ascontiguousarray(bias, dtype=np.float32))
+            kept = (self._to_device(w), self._to_device(b), weights, bias)
+            if len(self._projections) >= 8:
+                self._projections.clear()
+            self._projections[key] = kept
+        return kept[0], kept[1]
 
     def _pool(self, hidden: Any, mask: Any) -> Any:
         if self.pooling == "cls":
