@@ -10,7 +10,9 @@ each is reported, with the ratio after / before:
 - ``content-fast``: the built-in n-gram bundle on the same texts;
 - ``hashing+ngram``: a bundle of 4 heads (multiclass, binary, multilabel,
   hierarchical) on a composite trunk, saved by the earlier tree, answering them;
-- ``fit``: fitting one multiclass head on 2,000 Debian descriptions (hashing trunk).
+- ``fit``: fitting one multiclass head on 2,000 Debian descriptions (hashing trunk);
+- ``minilm``: a bundle of 2 heads on MiniLM, saved by the earlier tree, answering the
+  first ``--minilm-texts`` texts on the CPU (the transformer's encoding path).
 
     python bench/refactor_speed.py --before ../wt-before
 """
@@ -34,7 +36,7 @@ WORK = r"""
 import json, sys, time
 import manyheads
 task, folder, texts_file = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = json.load(open(texts_file))
+rows = json.load(open(texts_file))[: int(sys.argv[4]) if len(sys.argv) > 4 else None]
 texts = [r["text"] for r in rows]
 best = float("inf")
 if task == "fit":
@@ -55,6 +57,12 @@ elif task == "save":
                "hierarchical", seed=0)
     b.save(folder)
     best = 0.0
+elif task == "save-minilm":
+    b = manyheads.Bundle(trunk="minilm", cache=None)
+    b.fit_head("library", texts, [r["library"] for r in rows], "binary", seed=0)
+    b.fit_head("role", texts, [r["role"] for r in rows], "multilabel", seed=0)
+    b.save(folder)
+    best = 0.0
 else:
     b = manyheads.Bundle.load(folder, cache=None)
     b.predict(texts[:64])
@@ -66,10 +74,10 @@ print(json.dumps({"seconds": best, "file": manyheads.__file__}))
 """
 
 
-def run(tree: Path, task: str, folder: str, texts_file: str) -> float:
+def run(tree: Path, task: str, folder: str, texts_file: str, limit: int = 0) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", WORK, task, folder, texts_file],
+        [sys.executable, "-c", WORK, task, folder, texts_file, *([str(limit)] if limit else [])],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     found = json.loads(out.stdout.strip().splitlines()[-1])
@@ -82,6 +90,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--texts", type=int, default=2000)
+    parser.add_argument("--minilm-texts", type=int, default=300)
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": HERE.parent}
     rows, source = debian_rows(args.texts)
@@ -90,14 +99,18 @@ def main() -> None:
         Path(texts_file).write_text(json.dumps(rows))
         saved = str(Path(tmp) / "composite")
         run(trees["before"], "save", saved, texts_file)  # saved by the earlier tree
+        minilm = str(Path(tmp) / "minilm")
+        run(trees["before"], "save-minilm", minilm, texts_file, args.minilm_texts)
         tasks = {"content": "content", "content-fast": "content-fast", "hashing+ngram": saved}
         tasks["fit"] = ""
+        tasks["minilm"] = minilm
+        limits = {"minilm": args.minilm_texts}
         best: dict[tuple[str, str], float] = {}
         for _ in range(args.rounds):
             for task, folder in tasks.items():
                 for name, tree in trees.items():
                     kind = "fit" if task == "fit" else "predict"
-                    seconds = run(tree, kind, folder, texts_file)
+                    seconds = run(tree, kind, folder, texts_file, limits.get(task, 0))
                     key = (task, name)
                     best[key] = min(best.get(key, float("inf")), seconds)
     print(f"{machine()}; {len(rows)} texts of {source}; best of {args.rounds} rounds")
