@@ -55,9 +55,12 @@ from .windows import WindowEncoding, padded, special_span, token_windows, window
 __all__ = ["TransformerTrunk", "load_pretrained", "minilm_path", "special_span"]
 
 _VERSION = 1
-# rows of one batch on a GPU, and batches of one chunk (texts tokenised at once)
+# rows of one batch on a GPU; batches of one chunk (texts tokenised at once): on a GPU
+# two, so that even a labelling pass of 16,384 texts is four chunks, each tokenised
+# while the one before runs
 GPU_ROWS = 4096
 CHUNK_BATCHES = 8
+GPU_CHUNK_BATCHES = 2
 
 
 @dataclass(frozen=True)
@@ -427,7 +430,7 @@ class TransformerTrunk(TrunkBase):
         self._ensure_model()
         torch = self._torch
         rows, tokens = self._batch_limits(batch_size)
-        size = rows * CHUNK_BATCHES
+        size = rows * (GPU_CHUNK_BATCHES if self._device.accelerated else CHUNK_BATCHES)
         chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
         project = None if projection is None else self._projection(*projection)
         at = 0
