@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import free_port
 
 from manyheads import Bundle, ConfigError, TransformerTrunk
 from manyheads.cli import main
@@ -278,3 +279,20 @@ def test_a_bundle_on_a_gpu_answers_like_on_the_cpu():
     bundle = Bundle.load("content", device="cuda")
     cpu = Bundle.load("content", device="cpu")
     assert bundle.predict(TEXTS, scores="none") == cpu.predict(TEXTS, scores="none")
+
+
+def test_serve_and_label_refuse_bad_device_options_in_one_line(capsys, tmp_path):
+    port = free_port()
+    rows = tmp_path / "in.jsonl"
+    rows.write_text('{"text": "hello"}\n', encoding="utf-8")
+    cases = [
+        (["serve", "--device", "tpu", "--port", str(port)], "--device must be one of"),
+        (["serve", "--gpu-batch", "0", "--port", str(port)], "--gpu-batch must be a positive integer, got 0"),
+        (["label", str(rows), "-o", str(tmp_path / "out.jsonl"), "--gpu-batch-size", "0"],
+         "--gpu-batch-size must be a positive integer, got 0"),
+    ]  # fmt: skip
+    for argv, said in cases:
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("manyheads: error: ") and said in err and "\n" not in err
+    assert not (tmp_path / "out.jsonl").exists()
