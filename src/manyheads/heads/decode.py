@@ -58,14 +58,20 @@ def answers(
     """One head's answers from its probabilities (the shape ``Bundle.predict`` documents);
     ``scores``: every class's score (``all``), the best five, highest first (``top``;
     ties in label order), or none (``none``)."""
-    rounded_array = np.round(proba.astype(np.float64), 6)
-    rounded = rounded_array.tolist()
-    picked = decide(kind, proba, thresholds, parents).tolist()
+    rounded = np.round(proba.astype(np.float64), 6)
+    picked = decide(kind, proba, thresholds, parents)
+    # only what an answer keeps becomes Python objects (a big label set costs no more)
     if scores == "all":
-        kept: list[dict[Any, float]] = [dict(zip(labels, ps, strict=True)) for ps in rounded]
+        kept: list[dict[Any, float]] = [
+            dict(zip(labels, ps, strict=True)) for ps in rounded.tolist()
+        ]
     elif scores == "top":
-        order = np.argsort(-rounded_array, axis=1, kind="stable")[:, :TOP_SCORES].tolist()
-        kept = [{labels[j]: ps[j] for j in best} for ps, best in zip(rounded, order, strict=True)]
+        order = np.argsort(-rounded, axis=1, kind="stable")[:, :TOP_SCORES]
+        values = np.take_along_axis(rounded, order, axis=1).tolist()
+        kept = [
+            {labels[j]: v for j, v in zip(best, vs, strict=True)}
+            for best, vs in zip(order.tolist(), values, strict=True)
+        ]
     out = kind_of(kind).answers(labels, picked, rounded)
     if scores != "none":
         for answer, one in zip(out, kept, strict=True):

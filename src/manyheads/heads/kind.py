@@ -233,10 +233,14 @@ class Kind(str):
         return [labels[k] for k in picked]
 
     def answers(
-        self, labels: Sequence[Any], picked: list[Any], rounded: list[list[float]]
+        self, labels: Sequence[Any], picked: np.ndarray, rounded: np.ndarray
     ) -> list[dict[str, Any]]:
-        """Each row's answer without its scores."""
-        return [{"label": labels[k], "score": ps[k]} for k, ps in zip(picked, rounded, strict=True)]
+        """Each row's answer without its scores (``picked``: :meth:`decide`'s picks;
+        ``rounded``: the probabilities, rounded)."""
+        best = rounded[np.arange(len(picked)), picked].tolist()
+        return [
+            {"label": labels[k], "score": s} for k, s in zip(picked.tolist(), best, strict=True)
+        ]
 
     def blank_answer(self) -> dict[str, Any]:
         """The answer to an empty text: no label."""

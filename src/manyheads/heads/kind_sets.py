@@ -113,12 +113,13 @@ class Multilabel(Kind):
         return [[lab for lab, on in zip(labels, row, strict=True) if on] for row in picked]
 
     def answers(
-        self, labels: Sequence[Any], picked: list[Any], rounded: list[list[float]]
+        self, labels: Sequence[Any], picked: np.ndarray, rounded: np.ndarray
     ) -> list[dict[str, Any]]:
-        return [
-            {"labels": [lab for lab, hit in zip(labels, hits, strict=True) if hit]}
-            for hits in picked
-        ]
+        out: list[dict[str, Any]] = [{"labels": []} for _ in range(len(picked))]
+        rows, cols = np.nonzero(picked)  # row by row, each row's labels in label order
+        for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
+            out[row]["labels"].append(labels[col])
+        return out
 
     def blank_answer(self) -> dict[str, Any]:
         return {"labels": []}
