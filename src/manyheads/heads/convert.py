@@ -1,5 +1,6 @@
 """A head of any type to its stored record and back (the estimators are built, with
-scikit-learn, only when asked for)."""
+scikit-learn, only when asked for): each type of :mod:`~manyheads.heads.head_types`
+says how."""
 
 from __future__ import annotations
 
@@ -7,28 +8,19 @@ from typing import Any
 
 import numpy as np
 
+from .head_types import HEAD_TYPE_REGISTRY, head_type
+
 __all__ = ["any_head_from_record", "any_head_to_record"]
 
 
 def any_head_to_record(head: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Record and tensors of a linear or MLP head."""
-    from .linear import LinearHead, head_to_record
-
-    if isinstance(head, LinearHead):
-        return head_to_record(head)
-    from .mlp import MLPHead, mlp_head_to_record
-
-    if isinstance(head, MLPHead):
-        return mlp_head_to_record(head)
+    """Record and tensors of a head of any registered type."""
+    for kind in HEAD_TYPE_REGISTRY.values():
+        if isinstance(head, kind.estimator_class()):
+            return kind.to_record(head)
     raise TypeError(f"not a manyheads head: {type(head).__name__}")
 
 
 def any_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> Any:
-    """Rebuild a head of any known type (``record['type']``: linear or mlp)."""
-    if record.get("type", "linear") == "mlp":
-        from .mlp import mlp_head_from_record
-
-        return mlp_head_from_record(record, tensors)
-    from .linear import head_from_record
-
-    return head_from_record(record, tensors)
+    """Rebuild a head of any registered type (``record['type']``, default linear)."""
+    return head_type(record.get("type", "linear")).from_record(record, tensors)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import DataError
 from .decode import SCORES, answers, check_scores
+from .head_types import head_type
 from .kinds import KINDS, Kind
 from .record import check_record
 
@@ -104,14 +105,7 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
     """A stored head record and its tensors, checked
     (:func:`~manyheads.heads.record.check_record`), as the fused product needs them."""
     checked = check_record(record, tensors)
-    t = np.float32(checked.temperature)
-    weights = checked.tensors
-    if checked.type == "linear":
-        W1, b1 = weights["coef"].T / t, weights["intercept"] / t
-        W2 = b2 = None
-    else:
-        W1, b1 = weights["W1"], weights["b1"]
-        W2, b2 = weights["W2"] / t, weights["b2"] / t
+    W1, b1, W2, b2 = head_type(checked.type).layers(checked.tensors, checked.temperature)
     temperature = checked.temperature
     for array in (W1, b1, W2, b2):
         if array is not None and not np.isfinite(array).all():

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from .head_types import HEAD_TYPE_REGISTRY
 from .kind import ABSENT, BINARY, MULTICLASS, Binary, Kind, Multiclass
 from .kind_sets import HIERARCHICAL, MULTILABEL, Hierarchical, Multilabel
 from .labels import (
@@ -78,10 +79,10 @@ for _kind in (MULTICLASS, BINARY, MULTILABEL, HIERARCHICAL):
 # the names of the kinds whose answer is a set of labels (a 0/1 row): a hierarchical
 # head is a multilabel head over every node of its label paths, decided top-down
 SET_KINDS = tuple(name for name, kind in KINDS.items() if kind.is_set)
-# what fit_head takes: a head fused into the one matrix product, a small MLP, or the
-# better of both on the validation split; a stored head is linear or mlp
-HEAD_TYPES = ("linear", "mlp", "auto")
-STORED_HEAD_TYPES = ("linear", "mlp")
+# what fit_head takes: a stored head type (a head fused into the one matrix product, a
+# small MLP: heads/head_types.py) or the better of them on the validation split
+STORED_HEAD_TYPES = tuple(HEAD_TYPE_REGISTRY)
+HEAD_TYPES = (*STORED_HEAD_TYPES, "auto")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
 

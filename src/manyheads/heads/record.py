@@ -25,6 +25,7 @@ import numpy as np
 
 from .._text import unicode_problem
 from ..errors import ConfigError, DataError
+from .head_types import head_type
 from .kinds import STORED_HEAD_TYPES, Kind, check_kind, kind_problem, label_problem
 
 __all__ = [
@@ -125,39 +126,12 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _tensor(tensors: Mapping[str, np.ndarray], name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(tensors[name], dtype=np.float32)
-    except KeyError:
-        raise DataError(f"head weights lack the tensor {name!r}") from None
-    if not np.isfinite(arr).all():
-        raise DataError(f"head tensor {name!r} holds non-finite values")
-    return arr
-
-
 def _check_tensors(
     htype: str, kind: str, n_labels: int, n_out: int, tensors: Mapping[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
     """A head's tensors: those of its type, float32, finite, of shapes that fit together
-    and with its labels."""
-    if htype == "linear":
-        coef, intercept = _tensor(tensors, "coef"), _tensor(tensors, "intercept")
-        if coef.ndim != 2 or coef.shape[0] != n_out or intercept.shape != (n_out,):
-            raise DataError(
-                f"head weights have shape {coef.shape} / {intercept.shape}; expected "
-                f"({n_out}, d) / ({n_out},) for a {kind} head with {n_labels} labels"
-            )
-        return {"coef": coef, "intercept": intercept}
-    W1, b1 = _tensor(tensors, "W1"), _tensor(tensors, "b1")
-    W2, b2 = _tensor(tensors, "W2"), _tensor(tensors, "b2")
-    h = W1.shape[1] if W1.ndim == 2 else -1
-    if W1.ndim != 2 or b1.shape != (h,) or W2.shape != (h, n_out) or b2.shape != (n_out,):
-        raise DataError(
-            f"MLP head weights have shapes W1 {W1.shape}, b1 {b1.shape}, W2 {W2.shape}, "
-            f"b2 {b2.shape}; expected (d, h), (h,), (h, {n_out}), ({n_out},) for a {kind} "
-            f"head with {n_labels} labels"
-        )
-    return {"W1": W1, "b1": b1, "W2": W2, "b2": b2}
+    and with its labels (:meth:`~manyheads.heads.head_types.HeadType.check_tensors`)."""
+    return head_type(htype).check_tensors(kind, n_labels, n_out, tensors)
 
 
 def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> CheckedRecord:
@@ -167,8 +141,7 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
     if not isinstance(record, Mapping):
         raise DataError(f"a head record must be an object, got {type(record).__name__}")
     htype = record.get("type", "linear")
-    if htype not in STORED_HEAD_TYPES:
-        raise DataError(f"unknown head type {htype!r}; this version knows 'linear' and 'mlp'")
+    head_type(htype)  # an unknown type is refused before anything else is read
     named = record.get("kind")
     problem = kind_problem(named)
     if problem is not None:

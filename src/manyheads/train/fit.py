@@ -20,6 +20,8 @@ from ..data import check_groups, data_hash, split_indices
 from ..errors import ConfigError, DataError
 from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
+from ..heads.head_types import HEAD_TYPE_REGISTRY
+from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
 from ..learn.drift import head_reference
@@ -95,18 +97,9 @@ class FitOptions(TypedDict, total=False):
 
 
 def new_head(head_type: str, kind: str, settings: FitSettings) -> AnyHead:
-    """An unfitted head of ``head_type`` ("linear" or "mlp") with ``settings``."""
-    model: AnyHead
-    common: dict[str, Any] = {
-        "class_weight": settings.class_weight,
-        "thresholds": settings.thresholds,
-    }
-    if head_type == "mlp":
-        from ..heads.mlp import MLPHead
-
-        model = MLPHead(kind=kind, random_state=settings.seed, path_sep=settings.path_sep, **common)
-    else:
-        model = LinearHead(kind=kind, C=settings.C, path_sep=settings.path_sep, **common)
+    """An unfitted head of the stored type ``head_type`` (``linear``, ``mlp``, any
+    registered one) with ``settings``."""
+    model: AnyHead = stored_type(head_type).new(kind, settings)
     model.check_params()
     return model
 
@@ -278,10 +271,11 @@ def fit_head(
         groups = check_groups(groups, len(texts), f"head {name!r}")
     if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
         raise DataError("val_texts and val_labels must be given together, same length")
-    candidates = ["linear", "mlp"] if head == "auto" else [head]
+    candidates = list(HEAD_TYPE_REGISTRY) if head == "auto" else [head]
+    types = [stored_type(c) for c in candidates]
     soft = None
     if soft_targets is not None:
-        if head != "linear":
+        if not all(t.learns_soft_targets for t in types):
             raise ConfigError(f"head {name!r}: soft targets train linear heads, not {head!r}")
         soft_names, soft = list(soft_targets[0]), np.asarray(soft_targets[1], dtype=np.float32)
         if soft.ndim != 2 or soft.shape[0] != len(texts):
@@ -330,16 +324,16 @@ def fit_head(
         y_val = [labels[i] for i in val_idx]
     soft_fit = None if soft is None else (soft_names, soft[train_idx])
     try:
-        if head != "linear" and sp.issparse(X):  # MLP heads take dense input
+        if not all(t.takes_sparse for t in types) and sp.issparse(X):  # MLP: dense input
             X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
         scale, prefit, chosen = None, None, None
-        if s.part_weights == "auto" and head == "linear" and y_val:
+        if s.part_weights == "auto" and all(t.weighs_parts for t in types) and y_val:
             scale, prefit, chosen = _part_scale(bundle.trunk, make, X, y, X_val, y_val, soft_fit)
             if scale is not None:
                 X, X_val, X_all = (scale_columns(m, scale) for m in (X, X_val, X_all))
         fitted: list[tuple[Any, ...]] = []
         for head_type in candidates:
-            if prefit is not None and head_type == "linear":
+            if prefit is not None and stored_type(head_type).weighs_parts:
                 model = prefit
             else:
                 model = make(head_type)
