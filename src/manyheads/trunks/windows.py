@@ -20,7 +20,9 @@ def token_windows(
     into windows of ``limit`` tokens overlapping by a quarter, each keeping the
     tokenizer's special tokens, weighted by their count of text tokens.
     """
-    encodings = tokenizer.encode_batch(texts, add_special_tokens=True)
+    # the batch encode without character offsets (not needed here): the same ids and
+    # special-token masks, ~15% faster
+    encodings = tokenizer.encode_batch_fast(texts, add_special_tokens=True)
     windows = [enc.ids for enc in encodings]
     long = [i for i, w in enumerate(windows) if len(w) > limit]
     if not long:
