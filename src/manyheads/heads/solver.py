@@ -92,11 +92,60 @@ def fit_sigmoid(
     prior: LinearSolution | None = None,
 ) -> LinearSolution:
     """Independent binary logistic regressions, one per column of the 0/1 matrix ``Y``;
-    ``prior`` as in :func:`fit_softmax`."""
+    ``prior`` as in :func:`fit_softmax`.
+
+    The columns' problems share nothing but ``X``: a problem of more than
+    :data:`BLOCK_PARAMS` weights (hundreds of labels on wide sparse vectors) is solved
+    a block of columns at a time, to the same gradient tolerance. L-BFGS then keeps its
+    history for fewer variables and each block stops when it has converged, instead of
+    every label stepping until the slowest one has."""
     X, XT, sw, total = _prepare(X, sample_weight)
-    d = X.shape[1]
-    K = Y.shape[1]
+    d, K = X.shape[1], Y.shape[1]
     Yf = np.asarray(Y, dtype=np.float32)
+    size = max(1, BLOCK_PARAMS // (d + 1))
+    if size >= K:
+        return _sigmoid(X, XT, sw, total, Yf, pos_weight, C, warm_start, max_iter, tol, prior)
+    parts = []
+    for start in range(0, K, size):
+        cols = slice(start, min(K, start + size))
+        parts.append(
+            _sigmoid(
+                X, XT, sw, total, Yf[:, cols],
+                None if pos_weight is None else pos_weight[cols],
+                C, _columns(warm_start, cols), max_iter, tol, _columns(prior, cols),
+            )
+        )  # fmt: skip
+    return LinearSolution(
+        np.concatenate([p.coef for p in parts]),
+        np.concatenate([p.intercept for p in parts]),
+        max(p.n_iter for p in parts),
+    )
+
+
+BLOCK_PARAMS = 1 << 20
+"""The most weights :func:`fit_sigmoid` solves for at once."""
+
+
+def _columns(solution: LinearSolution | None, cols: slice) -> LinearSolution | None:
+    if solution is None:
+        return None
+    return LinearSolution(solution.coef[cols], solution.intercept[cols], solution.n_iter)
+
+
+def _sigmoid(
+    X: Any,
+    XT: Any,
+    sw: np.ndarray,
+    total: float,
+    Yf: np.ndarray,
+    pos_weight: np.ndarray | None,
+    C: float,
+    warm_start: LinearSolution | None,
+    max_iter: int,
+    tol: float,
+    prior: LinearSolution | None,
+) -> LinearSolution:
+    d, K = X.shape[1], Yf.shape[1]
     weights = np.repeat((sw / total)[:, None], K, axis=1).astype(np.float32)
     if pos_weight is not None:
         weights *= np.where(Yf > 0, pos_weight[None, :].astype(np.float32), np.float32(1.0))
