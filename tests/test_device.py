@@ -296,3 +296,44 @@ def test_serve_and_label_refuse_bad_device_options_in_one_line(capsys, tmp_path)
         err = capsys.readouterr().err.strip()
         assert err.startswith("manyheads: error: ") and said in err and "\n" not in err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+class _GpuOnTheCpu(Device):
+    """A device that takes the GPU branches (accelerated) while torch computes on the
+    CPU: the GPU path's batching, chunking and projection run here."""
+
+    @property
+    def torch_name(self) -> str:
+        return "cpu"
+
+
+def test_the_gpu_branches_run_end_to_end_on_a_stand_in_device(tiny_model_dir, monkeypatch):
+    from manyheads.trunks import transformer
+
+    monkeypatch.setattr(transformer, "token_budget", lambda torch, device, per_token: 40)
+    monkeypatch.setattr(transformer, "GPU_ROWS", 3)
+    monkeypatch.setattr(TransformerTrunk, "_to_device", lambda self, tensor: tensor)
+    cpu = TransformerTrunk(tiny_model_dir, max_length=16)
+    gpu = cpu.on_device(_GpuOnTheCpu("cuda", 0))
+    gpu.precision = "fp32"  # a stand-in has no half precision to ask torch about
+    assert gpu.projects and gpu.device.accelerated and not cpu.projects
+    texts = [*TEXTS, LONG, *TEXTS]
+    assert gpu._batch_limits(None) == (3, 40)  # GPU rows, the memory's token budget
+    np.testing.assert_allclose(gpu.encode(texts), cpu.encode(texts), atol=1e-5)
+    # a bundle on it answers through the heads' first layer computed by the trunk
+    rng = np.random.default_rng(0)
+    words = ["python", "library", "image", "network", "daemon", "tools"]
+    train = [" ".join(rng.choice(words, size=5)) for _ in range(40)]
+    labels = ["a" if "python" in t else "b" for t in train]
+    on_cpu = Bundle(cpu, cache=None, device="cpu")
+    on_cpu.fit_head("topic", train, labels, C=1.0)
+    on_gpu = Bundle(gpu, cache=None, device=gpu.device)
+    on_gpu.import_head("topic", *on_cpu.export_head("topic"))
+    got, want = on_gpu.predict_proba(texts), on_cpu.predict_proba(texts)
+    np.testing.assert_allclose(got["topic"], want["topic"], atol=1e-5)
+
+
+def test_the_static_trunks_gpu_branch_runs_on_a_stand_in_device(static):
+    moved = static.on_device(_GpuOnTheCpu("cuda", 0))
+    texts = [*TEXTS, "", LONG]
+    np.testing.assert_allclose(moved.encode(texts), static.encode(texts), atol=1e-6)

@@ -453,7 +453,7 @@ class TransformerTrunk(TrunkBase):
         if not self._device.accelerated:
             return batch_size or self.batch_size, 1 << 62
         # one layer's activations per token: hidden states, attention scores, feed-forward
-        cfg = self._model.config
+        cfg = self._ensure_model().config
         per_token = int(
             4 * self._dim * 10
             + 4 * int(getattr(cfg, "intermediate_size", 4 * self._dim))
