@@ -7,6 +7,8 @@ import json
 import os
 import platform
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -155,3 +157,16 @@ def exported_bundle(folder: Path, quantization: str) -> Path:
     if not (out / "bundle.json").exists():
         export_bundle(Bundle.load(folder, cache=None), out, int8=quantization == "int8")
     return out
+
+
+def in_tree(tree: Path, code: str, *args: str) -> dict[str, Any]:
+    """Run ``code`` (its arguments ``args``) in a fresh process on the checkout ``tree``
+    (its ``src/`` first on the path), offline; the JSON object of its last line, whose
+    ``file`` (``manyheads.__file__``) must come from that tree."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True
+    )
+    found: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["file"].startswith(str(tree)), found["file"]
+    return found

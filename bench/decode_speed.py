@@ -12,16 +12,13 @@ worktree``) the same work runs on both trees, each in a fresh process, taking tu
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine  # noqa: E402
+from _common import in_tree, machine  # noqa: E402
 
 WORK = r"""
 import gzip, json, sys, time
@@ -54,18 +51,8 @@ print(json.dumps({"found": found, "file": manyheads.__file__}))
 
 
 def run(tree: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     examples = HERE.parent / "examples" / "debian-en-train.jsonl.gz"
-    out = subprocess.run(
-        [sys.executable, "-c", WORK, str(examples)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["file"].startswith(str(tree)), found["file"]
-    return found["found"]
+    return in_tree(tree, WORK, str(examples))["found"]
 
 
 def main() -> None:

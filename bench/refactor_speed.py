@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import debian_rows, machine  # noqa: E402
+from _common import debian_rows, in_tree, machine  # noqa: E402
 
 WORK = r"""
 import json, sys, time
@@ -75,13 +73,7 @@ print(json.dumps({"seconds": best, "file": manyheads.__file__}))
 
 
 def run(tree: Path, task: str, folder: str, texts_file: str, limit: int = 0) -> float:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", WORK, task, folder, texts_file, *([str(limit)] if limit else [])],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["file"].startswith(str(tree)), found["file"]
+    found = in_tree(tree, WORK, task, folder, texts_file, *([str(limit)] if limit else []))
     return float(found["seconds"])
 
 

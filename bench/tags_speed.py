@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import debian_rows, grouped_split, machine  # noqa: E402
+from _common import debian_rows, grouped_split, in_tree, machine  # noqa: E402
 
 WORK = r"""
 import json, resource, sys, time
@@ -60,7 +58,8 @@ parents = b.fused_heads.specs["tags"].parents
 m = hierarchical_metrics(truth, picked, parents)
 print(json.dumps({"encode_s": encode, "fit_s": fit, "labels": len(nodes),
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "hf1": m["hierarchical_f1"], "val_hf1": s.metrics.get("hierarchical_f1")}))
+                  "hf1": m["hierarchical_f1"], "val_hf1": s.metrics.get("hierarchical_f1"),
+                  "file": manyheads.__file__}))
 """
 
 
@@ -81,13 +80,8 @@ def main() -> None:
         trees = {"after": HERE.parent, **({"before": args.before.resolve()} if args.before else {})}
         for trunk in args.trunks.split(","):
             for tree_name, tree in trees.items():
-                env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree / "src")}
                 cache = str(Path(tmp) / "cache.sqlite")
-                out = subprocess.run(
-                    [sys.executable, "-c", WORK, trunk, str(rows_file), cache],
-                    env=env, capture_output=True, text=True, check=True,
-                )  # fmt: skip
-                found = json.loads(out.stdout.strip().splitlines()[-1])
+                found = in_tree(tree, WORK, trunk, str(rows_file), cache)
                 print(
                     f"{tree_name:<7}{trunk:<14} {found['labels']} labels: "
                     f"fit {found['fit_s']:.1f} s "

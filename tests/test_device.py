@@ -18,9 +18,10 @@ from manyheads import Bundle, ConfigError, TransformerTrunk
 from manyheads.cli import main
 from manyheads.trunks import CompositeTrunk, load_trunk
 from manyheads.trunks import device as device_module
-from manyheads.trunks.device import CPU, Device, batch_slices, overlapped, resolve_device
+from manyheads.trunks.device import CPU, Device, overlapped, resolve_device
 from manyheads.trunks.static import StaticTrunk
 from manyheads.trunks.transformer import minilm_path
+from manyheads.trunks.windows import length_batches
 
 torch = pytest.importorskip("torch")
 HAS_GPU = bool(torch.cuda.is_available())
@@ -124,14 +125,14 @@ def test_a_trunk_that_runs_only_on_the_cpu_stays_there_and_a_composite_asks_each
 
 @pytest.mark.parametrize(("rows", "tokens"), [(4, 10**9), (100, 40), (3, 25), (1, 1)])
 def test_batches_cover_every_row_once_within_rows_and_token_budget(rows: int, tokens: int):
-    lengths = np.sort(np.random.default_rng(0).integers(1, 30, size=97))
-    cuts = batch_slices(lengths, rows, tokens)
-    covered = np.concatenate([np.arange(len(lengths))[c] for c in cuts])
-    np.testing.assert_array_equal(covered, np.arange(len(lengths)))
+    lengths = np.random.default_rng(0).integers(1, 30, size=97)
+    cuts = length_batches(lengths, max_tokens=tokens, max_rows=rows)
+    covered = np.concatenate(cuts)
+    np.testing.assert_array_equal(np.sort(covered), np.arange(len(lengths)))
     for cut in cuts:
-        n = cut.stop - cut.start
+        n = len(cut)
         assert 1 <= n <= rows
-        assert n == 1 or n * lengths[cut.stop - 1] <= tokens
+        assert n == 1 or n * lengths[cut].max() <= tokens
 
 
 def test_overlapped_keeps_order_and_prepares_the_next_item_while_the_caller_works():
@@ -235,6 +236,8 @@ def test_ray_actors_ask_for_the_clusters_gpus_only_when_the_device_allows():
         _gpus_for("cuda", 0)
     with pytest.raises(ConfigError, match="device must be one of"):
         _gpus_for("tpu", 2)
+    with pytest.raises(ConfigError, match="device must be one of"):
+        _gpus_for("cuda:x", 2)
 
 
 def test_the_service_sends_bigger_passes_to_a_gpu():

@@ -126,22 +126,13 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _check_tensors(
-    htype: str, kind: str, n_labels: int, n_out: int, tensors: Mapping[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """A head's tensors: those of its type, float32, finite, of shapes that fit together
-    and with its labels (:meth:`~manyheads.heads.head_types.HeadType.check_tensors`)."""
-    return head_type(htype).check_tensors(kind, n_labels, n_out, tensors)
-
-
 def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> CheckedRecord:
     """Check a head record, its JSON fields (type, kind, labels, temperature,
     thresholds, params) and its tensors; the one place that judges them (a bundle's
     heads, a PUT, a head just trained). Raises :class:`DataError`."""
     if not isinstance(record, Mapping):
         raise DataError(f"a head record must be an object, got {type(record).__name__}")
-    htype = record.get("type", "linear")
-    head_type(htype)  # an unknown type is refused before anything else is read
+    htype = head_type(record.get("type", "linear"))  # unknown: refused before the rest
     named = record.get("kind")
     problem = kind_problem(named)
     if problem is not None:
@@ -177,13 +168,13 @@ def check_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -
     if problem is not None:
         raise DataError(f"head 'params' {problem}")
     return CheckedRecord(
-        type=htype,
+        type=htype.name,
         kind=kind,
         labels=list(labels),
         temperature=temperature,
         thresholds=thresholds,
         params=dict(params),
-        tensors=_check_tensors(htype, kind, len(labels), n_outputs, tensors),
+        tensors=htype.check_tensors(kind, len(labels), n_outputs, tensors),
         path_sep=path_sep,
     )
 

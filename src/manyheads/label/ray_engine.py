@@ -43,7 +43,7 @@ from ..data.tables import (
     suffix_format,
 )
 from ..errors import ConfigError, DataError, ManyheadsError, require
-from ..trunks.device import resolve_device
+from ..trunks.device import device_name
 from .batch import (
     ERROR_COLUMN,
     LINE_COLUMN,
@@ -323,12 +323,11 @@ def _bad_rows(answered: Any, file: str, id_field: str | None) -> list[str]:
 def _gpus_for(device: str, seen: int) -> int:
     """The GPUs the actors use: those of the Ray cluster (``seen``) for ``device``
     ``auto`` or ``cuda``; none for ``cpu``. ``cuda`` on a cluster with none is refused."""
-    text = str(device).strip().lower()
-    if text == "cpu":
+    name = device_name(device)  # checked here; the actors find their GPU themselves
+    if name == "cpu":
         return 0
-    if text != "auto" and not text.startswith("cuda"):
-        resolve_device(text)  # refused in one line, naming the choices
-    if text.startswith("cuda") and not seen:
+    if name != "auto" and not seen:
+        text = str(device).strip().lower()
         raise ConfigError(f"{{device}} {text}: the Ray cluster has no GPU", options=("device",))
     return seen
 

@@ -1,6 +1,6 @@
 """Where a trunk runs: the device a user names (``cpu``, ``cuda``, ``cuda:N``, ``auto``),
-checked once, and what running there needs (the half-precision type of a GPU, batches
-sized from its free memory, tokenising overlapped with the device's work).
+checked once, and what running there needs (the half-precision type of a GPU, the token
+budget of a batch from its free memory, tokenising overlapped with the device's work).
 
 Nothing here imports torch for a machine that shows no GPU: ``auto`` on a machine
 without an NVIDIA or AMD driver is the CPU at once, so a bundle whose trunk needs no
@@ -17,8 +17,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
-
 from ..errors import ConfigError
 
 __all__ = [
@@ -27,7 +25,7 @@ __all__ = [
     "PRECISIONS",
     "Device",
     "DeviceLike",
-    "batch_slices",
+    "device_name",
     "overlapped",
     "resolve_device",
 ]
@@ -83,6 +81,21 @@ def _cuda_count() -> tuple[int, str]:
     return count, str(torch.__version__)
 
 
+def device_name(value: Any) -> str:
+    """``value`` as a device name, checked without asking for a GPU: ``cpu``, ``auto`` or
+    ``cuda:N`` (``cuda`` is ``cuda:0``); one line else (:class:`ConfigError` naming
+    ``{device}``)."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text in ("cpu", "auto"):
+        return str(text)
+    found = _CUDA.fullmatch(text) if text is not None else None
+    if found is None:
+        raise ConfigError(
+            f"{{device}} must be one of {DEVICE_CHOICES}, got {value!r}", options=("device",)
+        )
+    return f"cuda:{int(found.group(1) or 0)}"
+
+
 def resolve_device(value: DeviceLike) -> Device:
     """The device ``value`` names, checked: ``None`` and ``"cpu"`` are the CPU;
     ``"auto"`` the first GPU torch sees, else the CPU; ``"cuda"`` / ``"cuda:N"`` that
@@ -92,20 +105,16 @@ def resolve_device(value: DeviceLike) -> Device:
         return value
     if value is None:
         return CPU
-    text = str(value).strip().lower() if isinstance(value, str) else None
-    if text == "cpu":
+    name = device_name(value)
+    if name == "cpu":
         return CPU
-    if text == "auto":
+    if name == "auto":
         if not _gpu_driver_seen():
             return CPU
         count, _ = _cuda_count()
         return Device("cuda", 0) if count else CPU
-    found = _CUDA.fullmatch(text) if text is not None else None
-    if found is None:
-        raise ConfigError(
-            f"{{device}} must be one of {DEVICE_CHOICES}, got {value!r}", options=("device",)
-        )
-    index = int(found.group(1) or 0)
+    text = str(value).strip().lower()  # as given, for the messages
+    index = int(name.partition(":")[2])
     count, version = _cuda_count()
     if not count:
         why = (
@@ -154,24 +163,6 @@ def token_budget(torch: Any, device: Device, bytes_per_token: int, share: float 
         return 1 << 62
     free, _ = torch.cuda.mem_get_info(device.torch_name)
     return int(max(4096, min(free * share / max(1, bytes_per_token), 1 << 22)))
-
-
-def batch_slices(lengths: np.ndarray, max_rows: int, max_tokens: int) -> list[slice]:
-    """Consecutive batches of rows whose ``lengths`` rise (sorted shortest first): each
-    holds at most ``max_rows`` rows and, padded to its longest, ``max_tokens`` tokens
-    (a single row longer than that is a batch of its own)."""
-    out: list[slice] = []
-    lengths = np.asarray(lengths, dtype=np.int64)
-    start, n = 0, len(lengths)
-    while start < n:
-        stops = np.arange(start + 1, min(n, start + max_rows) + 1)
-        # padded tokens of each candidate batch: rows x its longest (the last, as they rise)
-        padded_tokens = (stops - start) * lengths[stops - 1]
-        fits = int(np.searchsorted(padded_tokens, max_tokens, side="right"))
-        stop = int(stops[max(fits, 1) - 1])
-        out.append(slice(start, stop))
-        start = stop
-    return out
 
 
 T = TypeVar("T")

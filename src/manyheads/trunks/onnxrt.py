@@ -37,7 +37,7 @@ from ..errors import ConfigError, FingerprintMismatchError, ManyheadsError, requ
 from .base import Encoding, SpecFile, TrunkBase, check_texts, load_tokenizer_file
 from .device import CPU, Device, DeviceLike, resolve_device
 from .graph_spec import RUN_SETTINGS, GraphSpec
-from .windows import WindowEncoding, token_windows, window_work
+from .windows import WindowEncoding, length_batches, token_windows, window_work
 
 EMBEDDING = "embedding"
 HEAD_PREFIX = "probs/"
@@ -139,24 +139,6 @@ def cuda_provider() -> bool:
     """Whether the onnxruntime installed runs graphs on CUDA GPUs."""
     ort = require("onnxruntime", "onnx")
     return "CUDAExecutionProvider" in ort.get_available_providers()
-
-
-def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
-    """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
-    ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
-    order = np.argsort(lengths, kind="stable")
-    batches: list[np.ndarray] = []
-    start = 0
-    n = len(order)
-    while start < n:
-        stop = start + 1
-        while stop < n and stop - start < max_rows:
-            if (stop - start + 1) * lengths[order[stop]] > max_tokens:
-                break
-            stop += 1
-        batches.append(order[start:stop])
-        start = stop
-    return batches
 
 
 class _Described:

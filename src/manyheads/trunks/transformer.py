@@ -43,14 +43,20 @@ from .base import (
 from .device import (
     Device,
     DeviceLike,
-    batch_slices,
     check_precision,
     overlapped,
     resolve_device,
     token_budget,
     torch_dtype,
 )
-from .windows import WindowEncoding, padded, special_span, token_windows, window_work
+from .windows import (
+    WindowEncoding,
+    length_batches,
+    padded,
+    special_span,
+    token_windows,
+    window_work,
+)
 
 __all__ = ["TransformerTrunk", "load_pretrained", "minilm_path", "special_span"]
 
@@ -306,8 +312,8 @@ class TransformerTrunk(TrunkBase):
         if self._model is None:
             torch = require("torch", "transformers")
             model = load_pretrained(self._model_dir)
-            self._dtype = torch_dtype(torch, self._device, self.precision)
-            model.to(device=self._device.torch_name, dtype=self._dtype)
+            dtype = torch_dtype(torch, self._device, self.precision)
+            model.to(device=self._device.torch_name, dtype=dtype)
             self._torch = torch
             self._model = model
         return self._model
@@ -466,11 +472,9 @@ class TransformerTrunk(TrunkBase):
         padded batches of its windows, shortest first."""
         windows, owners, weights = self._windows(texts)
         lengths = np.fromiter(map(len, windows), dtype=np.int64, count=len(windows))
-        order = np.argsort(lengths, kind="stable")
-        batches = [
-            padded([windows[j] for j in order[cut]])
-            for cut in batch_slices(lengths[order], rows, tokens)
-        ]
+        cuts = length_batches(lengths, max_tokens=tokens, max_rows=rows)
+        order = np.concatenate(cuts)
+        batches = [padded([windows[j] for j in cut]) for cut in cuts]
         return _Chunk(len(texts), batches, owners[order], weights[order])
 
     def _run_chunk(self, chunk: _Chunk) -> Any:

@@ -78,6 +78,24 @@ def padded(windows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ids, mask
 
 
+def length_batches(lengths: np.ndarray, *, max_tokens: int, max_rows: int) -> list[np.ndarray]:
+    """Indices sorted by length, cut into batches of at most ``max_rows`` rows and
+    ``max_tokens`` padded tokens (a longer single row is a batch of its own)."""
+    order = np.argsort(lengths, kind="stable")
+    batches: list[np.ndarray] = []
+    start = 0
+    n = len(order)
+    while start < n:
+        stop = start + 1
+        while stop < n and stop - start < max_rows:
+            if (stop - start + 1) * lengths[order[stop]] > max_tokens:
+                break
+            stop += 1
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
 def window_work(windows: list[list[int]], owners: np.ndarray, n_texts: int) -> list[int]:
     """The tokens of each text's windows (what encoding it costs)."""
     lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
