@@ -347,9 +347,9 @@ def test_mlp_and_auto_heads_in_a_bundle(debian_rows, tmp_path, head_type):
 def test_unknown_head_type():
     b = Bundle(trunk=HashingTrunk(dim=64), cache=None)
     with pytest.raises(
-        manyheads.ConfigError, match="head must be one of linear, mlp, auto, got 'tree'"
+        manyheads.ConfigError, match="head must be one of linear, mlp, tree, auto, got 'forest'"
     ):
-        b.fit_head("h", ["a b", "c d", "e f", "g h"], ["1", "2", "1", "2"], head="tree")
+        b.fit_head("h", ["a b", "c d", "e f", "g h"], ["1", "2", "1", "2"], head="forest")
 
 
 def test_split_text_cuts_at_whitespace_and_loses_nothing():

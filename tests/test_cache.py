@@ -120,7 +120,7 @@ def test_cache_hits_give_the_same_head_as_fresh_vectors(counting_trunk, cache, d
     ("options", "message"),
     [
         ({"kind": "ordinal"}, "head kind must be one of multiclass, binary, multilabel"),
-        ({"head": "tree"}, "head must be one of linear, mlp, auto"),
+        ({"head": "forest"}, "head must be one of linear, mlp, tree, auto"),
         ({"thresholds": "recall"}, "thresholds must be one of"),
         ({"part_weights": "some"}, "part_weights must be one of fixed, auto"),
         ({"C": -1.0}, "C must be a positive number or 'auto'"),

@@ -19,14 +19,15 @@ TENSORS = {"coef": np.eye(3, 4, dtype=np.float32), "intercept": np.zeros(3, dtyp
 
 
 def test_the_registry_names_the_types_a_fit_takes():
-    assert STORED_HEAD_TYPES == tuple(HEAD_TYPE_REGISTRY) == ("linear", "mlp")
-    assert HEAD_TYPES == ("linear", "mlp", "auto")
+    assert STORED_HEAD_TYPES == tuple(HEAD_TYPE_REGISTRY) == ("linear", "mlp", "tree")
+    assert HEAD_TYPES == ("linear", "mlp", "tree", "auto")
     assert head_type("linear").takes_sparse and not head_type("mlp").takes_sparse
+    assert head_type("tree").extreme and not head_type("linear").extreme
 
 
-@pytest.mark.parametrize("bad", ["tree", None, 3])
+@pytest.mark.parametrize("bad", ["forest", None, 3])
 def test_an_unknown_head_type_is_refused_in_one_line(bad):
-    message = f"unknown head type {bad!r}; this version knows 'linear' and 'mlp'"
+    message = f"unknown head type {bad!r}; this version knows 'linear', 'mlp' and 'tree'"
     with pytest.raises(DataError) as info:
         head_type(bad)
     assert str(info.value) == message

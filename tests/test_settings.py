@@ -20,7 +20,7 @@ from manyheads.train.settings import FitSettings
         ({"C": 0}, "C must be a positive number or 'auto', got 0"),
         ({"C": True}, "C must be a positive number or 'auto', got True"),
         ({"thresholds": "recall"}, "thresholds must be one of f1, f0.5, accuracy, got 'recall'"),
-        ({"head": "svm"}, "head must be one of linear, mlp, auto, got 'svm'"),
+        ({"head": "svm"}, "head must be one of linear, mlp, tree, auto, got 'svm'"),
         ({"seed": -1}, "seed must be an integer >= 0, got -1"),
         ({"path_sep": " "}, "path_sep must be a non-empty string without spaces, got ' '"),
         ({"refit": "yes"}, "refit must be true, false or None, got 'yes'"),

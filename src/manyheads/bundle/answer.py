@@ -11,6 +11,7 @@ import numpy as np
 
 from ..cache import EmbeddingCache
 from ..heads import FusedHeads
+from ..heads.decode import Scores
 from ..trunks import Features, TrunkBase
 from .pieces import mean_of_pieces, pieces_of
 
@@ -25,7 +26,7 @@ def answers_of(
     names: list[str],
     probabilities: Probabilities,
     max_chars: int | None,
-    scores: str,
+    scores: Scores,
 ) -> list[dict[str, Any]]:
     """Each text's answers from ``probabilities`` of the texts (of their pieces, weighted
     by length, when ``max_chars`` cuts a text into pieces)."""

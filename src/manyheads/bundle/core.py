@@ -33,7 +33,7 @@ import numpy as np
 from ..cache import EmbeddingCache
 from ..errors import BundleError, DataError, FingerprintMismatchError, UnknownHeadError
 from ..heads import AnyHead, FusedHeads
-from ..heads.decode import check_scores
+from ..heads.decode import Scores, check_scores
 from ..heads.record import HeadLimits
 from ..trunks import Features, Trunk, TrunkBase, load_trunk
 from ..trunks.base import check_texts
@@ -369,7 +369,7 @@ class Bundle(InProduction, Tiered, Fitting):
         *,
         use_cache: bool = False,
         max_chars: int | None = None,
-        scores: str = "all",
+        scores: Scores = "all",
     ) -> list[dict[str, Any]]:
         """Answers of every head (or of ``heads``) for each text, from one trunk pass.
 
@@ -401,7 +401,7 @@ class Bundle(InProduction, Tiered, Fitting):
         heads: Sequence[str] | str | None = None,
         *,
         max_chars: int | None = None,
-        scores: str = "all",
+        scores: Scores = "all",
     ) -> PredictSteps:
         """:meth:`predict`'s answers, the trunk's work done a step at a time (a caller
         does other work between two): ``steps.step(budget)`` (trunk work, in
@@ -413,7 +413,7 @@ class Bundle(InProduction, Tiered, Fitting):
         return predict_steps(state, self.trunk, checked, names, max_chars, scores, whole=whole)
 
     def _asked(
-        self, texts: Sequence[str], heads: Sequence[str] | str | None, scores: str
+        self, texts: Sequence[str], heads: Sequence[str] | str | None, scores: Scores
     ) -> tuple[HeadSet, FusedHeads, list[str], list[str]]:
         """One snapshot of the head set (for the whole call), its fused heads, the heads
         asked for and the texts, each checked."""
@@ -430,7 +430,7 @@ class Bundle(InProduction, Tiered, Fitting):
         names: list[str],
         use_cache: bool,
         max_chars: int | None,
-        scores: str,
+        scores: Scores,
     ) -> Callable[[list[str]], list[dict[str, Any]]]:
         """Answers of texts that hold something, by ``fused``'s heads ``names``."""
         probs = partial(self._probabilities, fused, names=names, use_cache=use_cache)

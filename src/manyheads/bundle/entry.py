@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import DataError, FingerprintMismatchError
 from ..heads import AnyHead, any_head_from_record, any_head_to_record, check_head_name
+from ..heads.head_types import head_type
 from ..heads.record import HeadLimits, check_info, check_label_values
 from .format import record_and_info
 from .state import Record
@@ -30,10 +31,11 @@ def head_entry(
     reference): refused in one line when it is not fitted, was trained on another
     trunk, expects other vectors, or breaks ``limits``' caps on labels."""
     from ..heads.base import HeadBase
+    from ..heads.tree_fit import TreeHead
 
     name = check_head_name(name)
-    if not isinstance(head, HeadBase) or not head.fitted:
-        raise DataError(f"head {name!r} must be a fitted LinearHead or MLPHead")
+    if not isinstance(head, HeadBase | TreeHead) or not head.fitted:
+        raise DataError(f"head {name!r} must be a fitted LinearHead, MLPHead or TreeHead")
     info = dict(info or {})
     ours = str(trunk["fingerprint"])
     fp = info.setdefault("trunk_fingerprint", ours)
@@ -54,7 +56,10 @@ def head_entry(
     info = check_info(info, where)
     record = any_head_to_record(head)
     check_label_values(record[0].get("labels"), where)
-    limits.check_labels(record[0]["labels"], where)
+    htype = head_type(record[0].get("type", "linear"))
+    limits.check_labels(record[0]["labels"], where, extreme=htype.extreme)
+    if isinstance(head, TreeHead):
+        limits.check_tree(len(record[0]["labels"]), head.n_features_in_, head.precision, where)
     return name, record, info
 
 

@@ -52,6 +52,8 @@ def compose_heads(model: Any, fused: FusedHeads | None) -> Any:
     graph.output.extend(keep_out)
     digests: dict[str, str] = {}
     if fused is not None:
+        fused = fused.dense_only()  # a tree head searches in numpy, on the graph's vector
+    if fused is not None:
         nodes, inits = [], [const(onnx, HEADS + "W", fused.W), const(onnx, HEADS + "b", fused.b)]
         nodes.append(
             h.make_node("MatMul", [EMBEDDING, HEADS + "W"], [HEADS + "XW"], name=HEADS + "XW")

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import one_of, positive_int
 
@@ -73,8 +74,12 @@ def mean_of_pieces(
     probs: Mapping[str, np.ndarray], owner: np.ndarray, share: np.ndarray, n_texts: int
 ) -> dict[str, np.ndarray]:
     """Each text's probabilities: its pieces' (``probs``), weighted by ``share``."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, p in probs.items():
+        if sp.issparse(p):  # a tree head's best labels: the pieces' union, weighted
+            weigh = sp.csr_matrix((share, (owner, np.arange(len(owner)))), (n_texts, p.shape[0]))
+            out[name] = sp.csr_matrix(weigh @ p, dtype=np.float32)
+            continue
         mean = np.zeros((n_texts, p.shape[1]), dtype=np.float64)
         np.add.at(mean, owner, p * share[:, None])
         out[name] = mean.astype(np.float32)

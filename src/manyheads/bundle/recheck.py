@@ -77,6 +77,7 @@ def calibrate_margins(
     return {
         name: float(np.quantile(shifts(fused.specs[name], p, reference[name]), quantile))
         for name, p in proba.items()
+        if fused.specs[name].tree is None  # a tree head is not in the graph
     }
 
 
@@ -86,7 +87,7 @@ def _computed(
     """The heads ``names`` on ``trunk``'s vectors: those its graph holds from the graph,
     the others (added since it was written) applied here; on a trunk that runs on a
     GPU, the heads' first layer is computed there (only its product comes back)."""
-    if trunk.projects:
+    if trunk.projects and not fused.searches(names):
         return fused.from_first_layer(
             trunk.encode_projected(texts, *fused.first_layer(names)), names
         )

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ManyheadsError
 from ..heads import FusedHeads
+from ..heads.decode import Scores
 from ..heads.kinds import kind_of
 from ..trunks import Features
 from ..trunks.base import Encoding, TrunkBase
@@ -21,7 +22,7 @@ __all__ = ["PredictSteps", "predict_steps", "with_blanks"]
 Answers = list[dict[str, Any]]
 
 
-def _blank_answer(kind: str, scores: str) -> dict[str, Any]:
+def _blank_answer(kind: str, scores: Scores) -> dict[str, Any]:
     """What a head answers for an empty text: no label (see ``Bundle.predict``)."""
     answer = kind_of(kind).blank_answer()
     if scores != "none":
@@ -33,7 +34,7 @@ def with_blanks(
     fused: FusedHeads,
     texts: list[str],
     names: list[str],
-    scores: str,
+    scores: Scores,
     answer: Callable[[list[str]], Answers],
 ) -> Answers:
     """``answer(filled)`` for the texts that are not blank, no label for the blank ones
@@ -55,7 +56,7 @@ def predict_steps(
     texts: list[str],
     names: list[str],
     max_chars: int | None,
-    scores: str,
+    scores: Scores,
     *,
     whole: Callable[[list[str]], Answers],
 ) -> PredictSteps:

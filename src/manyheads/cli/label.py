@@ -75,6 +75,13 @@ from .options import (
         "top",
     ),
     option(
+        "top_k",
+        int | None,
+        "--top-k",
+        "Keep each answer's best K labels with their scores (a tree head's ranking).",
+        None,
+    ),
+    option(
         "engine",
         str,
         "--engine",

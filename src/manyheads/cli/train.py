@@ -88,9 +88,18 @@ FITTING = (
         "head",
         str,
         "--head",
-        "linear (fused, default), mlp (one hidden layer), or auto (the better of both on the "
-        "validation split).",
+        "linear (fused, default), mlp (one hidden layer), tree (a label tree searched by beam, "
+        "for 10^4 to 10^6 labels), or auto (the better of linear and mlp on the validation "
+        "split; a tree above 5,000 labels).",
         "linear",
+    ),
+    option("beam", int, "--beam", "A tree head's search: inner nodes kept per level.", 10),
+    option(
+        "precision",
+        str,
+        "--precision",
+        "How a tree head stores its weights: float16 (default) or int8.",
+        "float16",
     ),
     option(
         "thresholds",

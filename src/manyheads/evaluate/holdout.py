@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import DataError
 from ..heads.targets import encode_targets, known_rows
 from .metrics import head_metrics, hierarchical_metrics
+from .ranking import ranking_metrics
 from .report import HeadOutcome, write_report
 
 __all__ = ["evaluate_heads", "head_scores", "known_only", "outcome"]
@@ -38,8 +39,17 @@ def outcome(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -
 
 def head_scores(head: Any, X: Any, labels: Sequence[Any], *, unseen: bool = False) -> dict:
     """Accuracy, F1s and ECE of ``head`` on ``X`` / ``labels`` (``unseen``: see
-    :func:`outcome`)."""
+    :func:`outcome`); a tree head's precision, recall and nDCG at 1, 3 and 5."""
+    if getattr(head, "extreme", False):
+        return _ranked(head, X, labels)
     return _metrics(head, outcome(head, X, labels, unseen=unseen))
+
+
+def _ranked(head: Any, X: Any, labels: Sequence[Any]) -> dict[str, Any]:
+    from ..heads.tree_fit import indicator
+
+    target = indicator(head.kind, list(labels), head.classes_.tolist())
+    return ranking_metrics(head.predict_proba(X), target)
 
 
 def _metrics(head: Any, found: HeadOutcome) -> dict[str, Any]:
@@ -68,6 +78,11 @@ def evaluate_heads(
             raise DataError(f"head {name!r}: {X.shape[0]} texts but {len(y)} labels")
         kind, classes = head.head_kind, head.classes_.tolist()
         unseen = kind.unseen(y, set(classes), head.path_sep)
+        if getattr(head, "extreme", False):  # ranked: an unseen label is never found
+            out[name] = {"kind": head.kind, **_ranked(head, X, y)}
+            if unseen:
+                out[name]["unseen_labels"] = [str(u) for u in unseen[:20]]
+            continue
         scored, as_errors = kind.held_out(y, classes)
         found = outcome(head, X, scored, unseen=as_errors)
         metrics = {"kind": head.kind, **_metrics(head, found)}

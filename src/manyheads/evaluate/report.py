@@ -204,34 +204,49 @@ def write_report(
     folder.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"title": title, "heads": {}}
     sections = []
-    for name, outcome in outcomes.items():
-        f1 = per_label_f1(outcome.kind, outcome.target, outcome.picked, outcome.classes)
-        reliability = {
-            "before": _reliability(*_confidence(outcome, outcome.uncalibrated())),
-            "after": _reliability(*_confidence(outcome, outcome.proba)),
-        }
-        figures = _figures(name, outcome, f1, metrics[name], reliability)
-        doc["heads"][name] = {
-            "metrics": metrics[name],
-            "f1_per_label": f1,
-            "reliability": reliability,
-            "figures": [f["id"] for f in figures],
-        }
-        shown = {k: v for k, v in metrics[name].items() if isinstance(v, int | float)}
-        cells = "".join(
-            f"<tr><th>{html.escape(k)}</th><td>{v:.4g}</td></tr>" for k, v in shown.items()
-        )
-        images = "".join(
-            f'<figure data-head="{html.escape(name)}" data-figure="{f["id"]}">'
-            f'<img alt="{html.escape(name)}: {html.escape(f["title"])}" '
-            f'src="data:image/png;base64,{f["png"]}"><figcaption>{html.escape(f["title"])}'
-            "</figcaption></figure>"
-            for f in figures
-        )
+    for name in metrics:
+        if name in outcomes:
+            sections.append(_section(doc, name, outcomes[name], metrics[name]))
+            continue
+        # a tree head: its ranking metrics, no figures over every label
+        doc["heads"][name] = {"metrics": metrics[name], "figures": []}
+        kind = str(metrics[name].get("kind", ""))
         sections.append(
             f'<section id="head-{html.escape(name)}"><h2>{html.escape(name)} '
-            f"({html.escape(outcome.kind)})</h2><table>{cells}</table>{images}</section>"
+            f"({html.escape(kind)})</h2><table>{_cells(metrics[name])}</table></section>"
         )
     atomic_write_text(folder / "report.json", json.dumps(doc, indent=1) + "\n")
     atomic_write_text(folder / "report.html", html_page(title, sections))
     return folder / "report.html"
+
+
+def _cells(metrics: dict[str, Any]) -> str:
+    shown = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
+    return "".join(f"<tr><th>{html.escape(k)}</th><td>{v:.4g}</td></tr>" for k, v in shown.items())
+
+
+def _section(doc: dict[str, Any], name: str, outcome: HeadOutcome, metrics: dict) -> str:
+    """One head's part of the report: ``doc``'s entry and its HTML section."""
+    f1 = per_label_f1(outcome.kind, outcome.target, outcome.picked, outcome.classes)
+    reliability = {
+        "before": _reliability(*_confidence(outcome, outcome.uncalibrated())),
+        "after": _reliability(*_confidence(outcome, outcome.proba)),
+    }
+    figures = _figures(name, outcome, f1, metrics, reliability)
+    doc["heads"][name] = {
+        "metrics": metrics,
+        "f1_per_label": f1,
+        "reliability": reliability,
+        "figures": [f["id"] for f in figures],
+    }
+    images = "".join(
+        f'<figure data-head="{html.escape(name)}" data-figure="{f["id"]}">'
+        f'<img alt="{html.escape(name)}: {html.escape(f["title"])}" '
+        f'src="data:image/png;base64,{f["png"]}"><figcaption>{html.escape(f["title"])}'
+        "</figcaption></figure>"
+        for f in figures
+    )
+    return (
+        f'<section id="head-{html.escape(name)}"><h2>{html.escape(name)} '
+        f"({html.escape(outcome.kind)})</h2><table>{_cells(metrics)}</table>{images}</section>"
+    )

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from .calibration import fit_temperature, tune_binary_threshold, tune_thresholds
     from .linear import LinearHead, head_from_record, head_to_record
     from .mlp import MLPHead, MLPTraining
+    from .tree_fit import TreeHead
 
-AnyHead: TypeAlias = "LinearHead | MLPHead"
+AnyHead: TypeAlias = "LinearHead | MLPHead | TreeHead"
 
 __all__ = [
     "HEAD_TYPES",

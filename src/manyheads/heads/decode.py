@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import ConfigError
 from .kind import sigmoid, softmax
@@ -25,6 +26,9 @@ __all__ = [
 
 SCORES = ("all", "top", "none")
 TOP_SCORES = 5
+Scores = str | int
+"""Which class scores an answer keeps: ``all``, ``top`` (the best five), ``none``, or
+a count (the best that many)."""
 
 
 def activate(kind: str, z: np.ndarray) -> np.ndarray:
@@ -52,12 +56,16 @@ def answers(
     labels: Sequence[Any],
     thresholds: np.ndarray | None,
     proba: np.ndarray,
-    scores: str = "all",
+    scores: Scores = "all",
     parents: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """One head's answers from its probabilities (the shape ``Bundle.predict`` documents);
     ``scores``: every class's score (``all``), the best five, highest first (``top``;
-    ties in label order), or none (``none``)."""
+    ties in label order), the best ``k`` (a count), or none (``none``). A tree head's
+    probabilities are a sparse matrix of each text's best labels
+    (:mod:`~manyheads.heads.tree`): ``all`` then keeps its best five."""
+    if sp.issparse(proba):
+        return _best_answers(kind, labels, thresholds, proba, scores)
     rounded = np.round(proba.astype(np.float64), 6)
     picked = decide(kind, proba, thresholds, parents)
     # only what an answer keeps becomes Python objects (a big label set costs no more)
@@ -65,8 +73,8 @@ def answers(
         kept: list[dict[Any, float]] = [
             dict(zip(labels, ps, strict=True)) for ps in rounded.tolist()
         ]
-    elif scores == "top":
-        order = np.argsort(-rounded, axis=1, kind="stable")[:, :TOP_SCORES]
+    elif scores != "none":
+        order = np.argsort(-rounded, axis=1, kind="stable")[:, : _top(scores)]
         values = np.take_along_axis(rounded, order, axis=1).tolist()
         kept = [
             {labels[j]: v for j, v in zip(best, vs, strict=True)}
@@ -79,8 +87,52 @@ def answers(
     return out
 
 
-def check_scores(scores: Any) -> str:
-    """Refuse (one line) a ``scores`` choice other than all, top and none."""
+def _top(scores: Scores) -> int:
+    return scores if isinstance(scores, int) else TOP_SCORES
+
+
+def _best_answers(
+    kind: str,
+    labels: Sequence[Any],
+    thresholds: np.ndarray | None,
+    proba: Any,
+    scores: Scores,
+) -> list[dict[str, Any]]:
+    """Answers from each row's best labels (a sparse matrix: a tree head's): the most
+    probable label (multiclass) or those reaching the head's threshold (multilabel),
+    best first."""
+    proba = sp.csr_matrix(proba)
+    exclusive = kind_of(kind).exclusive
+    k = _top(scores)
+    out: list[dict[str, Any]] = []
+    for i in range(proba.shape[0]):
+        lo, hi = proba.indptr[i], proba.indptr[i + 1]
+        cols, ps = proba.indices[lo:hi], np.round(proba.data[lo:hi].astype(np.float64), 6)
+        order = np.lexsort((cols, -ps))
+        cols, ps = cols[order], ps[order]
+        if exclusive:
+            answer: dict[str, Any] = (
+                {"label": labels[cols[0]], "score": float(ps[0])}
+                if len(cols)
+                else {"label": None, "score": None}
+            )
+        else:
+            chosen = ps >= (thresholds[cols] if thresholds is not None else 0.5)
+            answer = {"labels": [labels[j] for j in cols[chosen].tolist()]}
+        if scores != "none":
+            answer["scores"] = {
+                labels[j]: p for j, p in zip(cols[:k].tolist(), ps[:k].tolist(), strict=True)
+            }
+        out.append(answer)
+    return out
+
+
+def check_scores(scores: Any) -> Scores:
+    """Refuse (one line) a ``scores`` choice other than all, top, none and a count."""
+    if isinstance(scores, int) and not isinstance(scores, bool):
+        if scores < 1:
+            raise ConfigError(f"top_k must be a positive integer, got {scores!r}")
+        return int(scores)
     if scores not in SCORES:
         raise ConfigError(f"scores must be one of {', '.join(SCORES)}, got {scores!r}")
     return str(scores)

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
-from .decode import SCORES, answers, check_scores
+from .decode import SCORES, Scores, answers, check_scores
 from .head_types import head_type
 from .kinds import KINDS, Kind
 from .record import check_record
+from .tree import KEEP, LabelTree, beam_search
 
 __all__ = [
     "KINDS",
@@ -79,6 +80,8 @@ class HeadSpec:
     b2: np.ndarray | None
     digest: str
     parents: np.ndarray | None = None  # hierarchical: each label's parent (-1: a root)
+    tree: LabelTree | None = None  # a tree head's label tree (W1/b1: its root's columns)
+    beam: int = 0  # a tree head's beam
 
     @property
     def n_outputs(self) -> int:
@@ -94,7 +97,10 @@ def record_digest(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) 
         fields.append(record["path_sep"])
     h.update(json.dumps(fields, default=str).encode())
     for name in sorted(tensors):
-        arr = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        arr = np.asarray(tensors[name])
+        # float32 as ever; a tree head's integer and float16 / int8 tensors as they are
+        keep = arr.dtype in (np.float16, np.int8, np.int64)
+        arr = np.ascontiguousarray(arr, dtype=None if keep else np.float32)
         h.update(name.encode())
         h.update(repr(arr.shape).encode())
         h.update(arr.tobytes())
@@ -105,23 +111,35 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
     """A stored head record and its tensors, checked
     (:func:`~manyheads.heads.record.check_record`), as the fused product needs them."""
     checked = check_record(record, tensors)
-    W1, b1, W2, b2 = head_type(checked.type).layers(checked.tensors, checked.temperature)
+    htype = head_type(checked.type)
+    W1, b1, W2, b2 = htype.layers(checked.tensors, checked.temperature)
     temperature = checked.temperature
     for array in (W1, b1, W2, b2):
         if array is not None and not np.isfinite(array).all():
             raise DataError(f"head weights divided by its temperature {temperature:g} overflow")
+    thresholds = checked.thresholds
+    if htype.extreme and thresholds is not None:  # one threshold for every label
+        thresholds = np.full(len(thresholds), checked.params.get("threshold", 0.5), np.float32)
     return HeadSpec(
         type=checked.type,
         kind=checked.kind,
         labels=list(checked.labels),
-        thresholds=checked.thresholds,
+        thresholds=thresholds,
         W1=np.ascontiguousarray(W1, dtype=np.float32),
         b1=np.asarray(b1, dtype=np.float32),
         W2=None if W2 is None else np.ascontiguousarray(W2, dtype=np.float32),
         b2=None if b2 is None else np.asarray(b2, dtype=np.float32),
         digest=record_digest(record, tensors),
         parents=checked.kind.parents(checked.labels, checked.path_sep),
+        tree=htype.tree(checked.kind.name, checked.tensors, len(checked.labels))
+        if htype.extreme
+        else None,
+        beam=int(checked.params.get("beam", 10)) if htype.extreme else 0,
     )
+
+
+def _dense(X: Any) -> np.ndarray:
+    return np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float32)
 
 
 class FusedHeads:
@@ -209,7 +227,24 @@ class FusedHeads:
         W, b, _ = self._subset(names)
         Z = product(X, W)
         Z += b
-        return self.from_first_layer(Z, names)
+        return self.from_first_layer(Z, names, X)
+
+    def dense_only(self) -> FusedHeads | None:
+        """These heads without the tree heads (what an ONNX graph holds: the beam search
+        runs in numpy on the graph's vector); None when every head is a tree."""
+        kept = {n: s for n, s in self.specs.items() if s.tree is None}
+        if len(kept) == len(self.specs):
+            return self
+        if not kept:
+            return None
+        out = FusedHeads.__new__(FusedHeads)
+        out._setup(kept)
+        return out
+
+    def searches(self, names: Sequence[str]) -> bool:
+        """Whether a head of ``names`` searches a label tree (it needs the vectors, not
+        only the first layer's product)."""
+        return any(self.specs[n].tree is not None for n in names)
 
     def first_layer(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(W, b)``: the first layer of the heads ``names``, side by side (a trunk that
@@ -217,13 +252,22 @@ class FusedHeads:
         W, b, _ = self._subset(list(names))
         return W, b
 
-    def from_first_layer(self, Z: np.ndarray, names: Sequence[str]) -> dict[str, np.ndarray]:
-        """``{head: probabilities}`` from ``Z = X @ W + b`` of :meth:`first_layer`."""
+    def from_first_layer(
+        self, Z: np.ndarray, names: Sequence[str], X: Any = None
+    ) -> dict[str, np.ndarray]:
+        """``{head: probabilities}`` from ``Z = X @ W + b`` of :meth:`first_layer` (a
+        tree head's are a sparse matrix of each text's best labels, searched from ``X``:
+        :meth:`searches`)."""
         names = list(names)
         _, _, slices = self._subset(names)
-        out: dict[str, np.ndarray] = {}
+        out: dict[str, Any] = {}
         for n in names:
             spec, z = self.specs[n], Z[:, slices[n]]
+            if spec.tree is not None:
+                if X is None:
+                    raise DataError(f"head {n!r} searches a label tree: it needs the vectors")
+                out[n] = beam_search(spec.tree, _dense(X), z, spec.beam, KEEP)
+                continue
             if spec.W2 is not None:  # an MLP head: ReLU, then its output layer
                 z = np.maximum(z, 0) @ spec.W2 + spec.b2
             out[n] = spec.kind.activate(z)
@@ -235,17 +279,17 @@ class FusedHeads:
         return self.answers(self.probabilities(X, names), names)
 
     def answers(
-        self, probs: Mapping[str, np.ndarray], names: Sequence[str], scores: str = "all"
+        self, probs: Mapping[str, Any], names: Sequence[str], scores: Scores = "all"
     ) -> list[dict[str, Any]]:
         """Per text, ``{head: answer}`` from per-head probabilities (``scores``: which
         class scores an answer keeps, see :func:`~manyheads.heads.decode.answers`)."""
-        n_rows = len(next(iter(probs.values()))) if probs else 0
+        n_rows = next(iter(probs.values())).shape[0] if probs else 0
         results: list[dict[str, Any]] = [{} for _ in range(n_rows)]
         for n in names:
             for row, answer in zip(results, self.decode(n, probs[n], scores), strict=True):
                 row[n] = answer
         return results
 
-    def decode(self, name: str, proba: np.ndarray, scores: str = "all") -> list[dict[str, Any]]:
+    def decode(self, name: str, proba: Any, scores: Scores = "all") -> list[dict[str, Any]]:
         spec = self.specs[name]
         return answers(spec.kind, spec.labels, spec.thresholds, proba, scores, spec.parents)

@@ -19,10 +19,13 @@ import numpy as np
 from ..errors import DataError
 
 __all__ = [
+    "EXTREME_LABELS",
     "HEAD_TYPE_REGISTRY",
     "HeadType",
     "LinearType",
     "MLPType",
+    "TreeType",
+    "candidate_types",
     "head_type",
     "register_head_type",
     "tensor",
@@ -57,6 +60,9 @@ class HeadType:
     """Its weights over a composite trunk's parts can be chosen on validation rows."""
     learns_soft_targets: ClassVar[bool] = False
     """Learns from a teacher's probabilities (``soft_targets``)."""
+    extreme: ClassVar[bool] = False
+    """Answers a text's best labels only (a sparse row of probabilities), for label
+    spaces too large for a dense matrix (:mod:`manyheads.heads.tree`)."""
 
     def check_tensors(
         self, kind: str, n_labels: int, n_out: int, tensors: Mapping[str, np.ndarray]
@@ -69,6 +75,10 @@ class HeadType:
         """``(W1, b1, W2, b2)``: its columns of the fused first layer and (an MLP) its
         own output layer, the temperature divided in (``W2``/``b2`` None: none)."""
         raise NotImplementedError
+
+    def tree(self, kind: str, tensors: Mapping[str, np.ndarray], n_labels: int) -> Any:
+        """An extreme type's searched structure (:mod:`manyheads.heads.tree`); None else."""
+        return None
 
     def _attr(self, ref: str) -> Any:
         module, _, attr = ref.partition(":")
@@ -173,14 +183,68 @@ def register_head_type(kind: HeadType) -> HeadType:
     return kind
 
 
-for _type in (LinearType(), MLPType()):
+class TreeType(HeadType):
+    """A label tree: the root's classifier is its columns of the fused product, the rest
+    is searched by beam (:func:`beam_search`)."""
+
+    name = "tree"
+    estimator = "tree_fit:TreeHead"
+    to_record_fn = "tree_fit:tree_head_to_record"
+    from_record_fn = "tree_fit:tree_head_from_record"
+    extreme = True
+
+    def check_tensors(
+        self, kind: str, n_labels: int, n_out: int, tensors: Mapping[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        if kind not in ("multiclass", "multilabel"):
+            raise DataError(f"a tree head is multiclass or multilabel, not {kind}")
+        return self.tree(kind, tensors, n_labels).tensors()
+
+    def tree(self, kind: str, tensors: Mapping[str, np.ndarray], n_labels: int) -> Any:
+        """The stored tree, every index checked (:class:`manyheads.heads.tree.LabelTree`;
+        a multiclass head's children share a softmax)."""
+        return self._attr("tree:LabelTree").check(tensors, n_labels, kind == "multiclass")
+
+    def layers(self, tensors: Mapping[str, np.ndarray], temperature: float) -> Layers:
+        start = np.asarray(tensors["start"])
+        m = int(start[1])
+        w = np.asarray(tensors["weights"][:m]).astype(np.float32)
+        if "scales" in tensors:
+            w *= np.asarray(tensors["scales"][:m], dtype=np.float32)[:, None]
+        return w.T, np.asarray(tensors["bias"][:m], dtype=np.float32), None, None
+
+    def own_settings(self, settings: Any) -> dict[str, Any]:
+        return {
+            "C": settings.C,
+            "beam": settings.beam,
+            "precision": settings.precision,
+            "random_state": settings.seed,
+        }
+
+
+for _type in (LinearType(), MLPType(), TreeType()):
     register_head_type(_type)
+
+
+EXTREME_LABELS = 5_000
+"""Above this many labels ``head="auto"`` makes a tree head; at or below, the dense
+types compete."""
+
+
+def candidate_types(head: str, n_labels: int) -> list[str]:
+    """The stored types a fit of ``head`` (a type's name, or ``auto``) tries for a head
+    of ``n_labels`` labels."""
+    if head != "auto":
+        return [head]
+    extreme = n_labels > EXTREME_LABELS
+    return [n for n, t in HEAD_TYPE_REGISTRY.items() if t.extreme == extreme]
 
 
 def head_type(name: Any) -> HeadType:
     """The stored head type ``name``; an unknown one is refused in one line."""
     found = HEAD_TYPE_REGISTRY.get(name) if isinstance(name, str) else None
     if found is None:
-        known = " and ".join(repr(n) for n in HEAD_TYPE_REGISTRY)
+        names = [repr(n) for n in HEAD_TYPE_REGISTRY]
+        known = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
         raise DataError(f"unknown head type {name!r}; this version knows {known}")
     return found

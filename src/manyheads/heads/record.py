@@ -51,23 +51,27 @@ TEMPERATURE_MIN, TEMPERATURE_MAX = 1e-3, 1e3
 class HeadLimits:
     """Caps on the heads a bundle takes in (``fit_head``, ``import_head``, the service).
 
-    ``max_labels``: labels (classes) of one head; ``max_label_chars``: characters
-    of one label; ``max_heads``: heads in one bundle. Each refusal names its limit.
+    ``max_labels``: labels (classes) of one dense head; ``max_label_chars``:
+    characters of one label; ``max_heads``: heads in one bundle; ``max_tree_bytes``:
+    the weights of one tree head (its labels' bound). Each refusal names its limit.
     """
 
     max_labels: int = 1000
     max_label_chars: int = 200
     max_heads: int = 256
+    max_tree_bytes: int = 2 * 2**30
 
     def __post_init__(self) -> None:
-        for name in ("max_labels", "max_label_chars", "max_heads"):
+        for name in ("max_labels", "max_label_chars", "max_heads", "max_tree_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
-    def check_labels(self, labels: Sequence[Any], where: str) -> None:
-        """Refuse more than ``max_labels`` labels or one longer than ``max_label_chars``."""
-        if len(labels) > self.max_labels:
+    def check_labels(self, labels: Sequence[Any], where: str, *, extreme: bool = False) -> None:
+        """Refuse more than ``max_labels`` labels (a dense head's; ``extreme``: a tree
+        head's count is bounded by memory instead, :meth:`check_tree`) or one longer
+        than ``max_label_chars``."""
+        if len(labels) > self.max_labels and not extreme:
             raise DataError(
                 f"{where}: {len(labels)} labels; a head takes at most {self.max_labels} "
                 "(the max_labels limit)"
@@ -78,6 +82,15 @@ class HeadLimits:
                     f"{where}: a label of {len(label)} characters ({label[:40]!r}...); labels "
                     f"take at most {self.max_label_chars} (the max_label_chars limit)"
                 )
+
+    def check_tree(self, n_labels: int, dim: int, precision: str, where: str) -> None:
+        """Refuse a tree head whose weights would pass ``max_tree_bytes``."""
+        from .tree import memory_bound
+
+        try:
+            memory_bound(n_labels, dim, precision, self.max_tree_bytes)
+        except DataError as exc:
+            raise DataError(f"{where}: {exc}") from None
 
     def check_head_count(self, n_heads: int, where: str) -> None:
         if n_heads > self.max_heads:

@@ -10,7 +10,7 @@ from typing import Any
 from ..bundle.pieces import check_long_texts, check_max_chars
 from ..data import iter_texts
 from ..errors import ConfigError, DataError
-from ..heads.decode import check_scores
+from ..heads.decode import Scores, check_scores
 from ..label.rows import Labeller
 from .options import open_bundle
 
@@ -37,7 +37,7 @@ def predict_rows(
     tier: int | None = None,
     max_chars: int = 100_000,
     long_texts: str = "refuse",
-    scores: str = "all",
+    scores: Scores = "all",
     device: str = "auto",
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(text, answer)`` for the given texts, then the texts of a file, in order, read

@@ -13,6 +13,7 @@ from .._settings import Rule
 from ..bundle import BUNDLE_JSON, Bundle, bundle_folder, check_writable, has_bundle
 from ..bundle.store import folder_lock
 from ..errors import BundleError, ConfigError
+from ..heads.head_types import candidate_types, head_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.record import HeadLimits
 from ..train.settings import FitSettings
@@ -75,7 +76,8 @@ class TrainSettings(FileSettings):
     def of_options(cls, options: dict[str, Any]) -> TrainSettings:
         """The settings of :func:`train_report`'s options: those of a head's fitting
         (``val_fraction``, ``C``, ``class_weight``, ``part_weights``, ``head``,
-        ``thresholds``, ``seed``, ``label_path_sep``) go to ``fit``."""
+        ``thresholds``, ``seed``, ``beam``, ``precision``, ``label_path_sep``) go to
+        ``fit``."""
         options = dict(options)
         fitting = {k: options.pop(k) for k in _FIT_OPTIONS if k in options}
         if "label_path_sep" in options:
@@ -87,7 +89,10 @@ class TrainSettings(FileSettings):
         return cls.of({**options, "fit": fit}, "train_report")
 
 
-_FIT_OPTIONS = ("val_fraction", "C", "class_weight", "part_weights", "head", "thresholds", "seed")
+_FIT_OPTIONS = (
+    "val_fraction", "C", "class_weight", "part_weights", "head", "thresholds", "seed", "beam",
+    "precision",
+)  # fmt: skip
 
 
 def train_report(
@@ -152,7 +157,8 @@ def _train(
     for spec in specs:  # before any trunk work: 10^5 classes are refused at once
         labels = dataset.labels[spec.name]
         distinct = distinct_labels(spec.kind, labels)
-        limits.check_labels(distinct, f"head {spec.name!r}")
+        extreme = any(head_type(t).extreme for t in candidate_types(fit.head, len(distinct)))
+        limits.check_labels(distinct, f"head {spec.name!r}", extreme=extreme)
         kind_of(spec.kind).check_paths(  # a path with an empty part, named by its row
             labels, fit.path_sep, lambda i: f"{dataset.source}: row {i + 1}: "
         )

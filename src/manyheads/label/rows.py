@@ -12,8 +12,9 @@ from .._text import unicode_problem
 from ..bundle import Bundle
 from ..bundle.pieces import check_long_texts, check_max_chars
 from ..errors import positive_int
-from ..heads.decode import check_scores
+from ..heads.decode import Scores, check_scores
 from ..heads.kinds import kind_of
+from ..heads.tree import check_top_k
 from .formats import Columns
 
 __all__ = ["LabelSettings", "Labeller", "label_rows"]
@@ -31,6 +32,7 @@ class LabelSettings(Settings):
     output_format: str | None = None
     input_format: str | None = None
     scores: str = "top"
+    top_k: int | None = None
     tier: int | None = None
     max_chars: int = 100_000
     long_texts: str = "refuse"
@@ -42,7 +44,10 @@ class LabelSettings(Settings):
         """The settings that change what a row's answer is (what a job's record
         keeps, with the formats)."""
         kept = ("text_field", "id_field", "batch_size", "scores", "tier", "max_chars", "long_texts")
-        return {name: getattr(self, name) for name in kept}
+        found = {name: getattr(self, name) for name in kept}
+        if self.top_k is not None:  # jobs of earlier versions had none
+            found["top_k"] = self.top_k
+        return found
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Labeller:
     max_chars: int = 100_000
     long_texts: str = "refuse"
     batch_size: int = 256
-    scores: str = "top"
+    scores: Scores = "top"
 
     def __post_init__(self) -> None:
         check_long_texts(self.long_texts)
@@ -72,7 +77,15 @@ class Labeller:
         s = settings
         positive_int(s.gpu_batch_size, "gpu_batch_size")
         size = s.gpu_batch_size if bundle.trunk.device.accelerated else s.batch_size
-        return cls(bundle, heads, s.text_field, s.max_chars, s.long_texts, size, s.scores)
+        scores: Scores = s.scores
+        if s.top_k is not None:  # each answer's best k labels
+            scores = check_scores(s.top_k)
+            specs = bundle.fused_heads.specs if bundle.fused_heads is not None else {}
+            for name in heads:
+                spec = specs.get(name)
+                if spec is not None and spec.tree is not None:
+                    check_top_k(s.top_k, len(spec.labels), name)
+        return cls(bundle, heads, s.text_field, s.max_chars, s.long_texts, size, scores)
 
     def columns(self, inputs: list[str]) -> Columns:
         """The output's columns: ``inputs``, then each head's (a list of labels for a

@@ -20,7 +20,7 @@ from ..data import check_groups, data_hash, split_indices
 from ..errors import ConfigError, DataError
 from ..evaluate.holdout import head_scores, known_only
 from ..heads import check_head_name, check_kind, check_labels
-from ..heads.head_types import HEAD_TYPE_REGISTRY
+from ..heads.head_types import candidate_types
 from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
@@ -92,6 +92,8 @@ class FitOptions(TypedDict, total=False):
     progress: bool
     path_sep: str
     part_weights: str
+    beam: int
+    precision: str
     soft_targets: tuple[Sequence[Any], Any] | None
     settings: FitSettings | None
 
@@ -210,8 +212,13 @@ def fit_head(
 
     ``head``: ``"linear"`` (default; fused into the bundle's one matrix
     product), ``"mlp"`` (one hidden layer, dropout, early stopping on the
-    validation split; needs torch to train, not to predict), or ``"auto"``
-    (both, keeping the one with the better validation accuracy).
+    validation split; needs torch to train, not to predict), ``"tree"`` (a label
+    tree searched by beam, for 10^4 to 10^6 labels: :mod:`~manyheads.heads.tree`;
+    ``beam``: inner nodes a search keeps per level, ``precision``: its weights in
+    ``"float16"`` or ``"int8"``), or ``"auto"`` (up to ``EXTREME_LABELS`` labels the
+    linear and MLP heads, keeping the one with the better validation accuracy; above,
+    a tree). A tree head is refitted on every row after its validation metrics
+    (precision / recall / nDCG at 1, 3, 5) unless ``refit=False``.
     ``thresholds``: what binary / multilabel thresholds maximise on the
     validation split, ``"f1"`` (default) or ``"accuracy"``.
 
@@ -271,8 +278,10 @@ def fit_head(
         groups = check_groups(groups, len(texts), f"head {name!r}")
     if val_texts is not None and (val_labels is None or len(val_labels) != len(val_texts)):
         raise DataError("val_texts and val_labels must be given together, same length")
-    candidates = list(HEAD_TYPE_REGISTRY) if head == "auto" else [head]
+    distinct = distinct_labels(kind, labels)
+    candidates = candidate_types(head, len(distinct))
     types = [stored_type(c) for c in candidates]
+    extreme = any(t.extreme for t in types)
     soft = None
     if soft_targets is not None:
         if not all(t.learns_soft_targets for t in types):
@@ -299,7 +308,9 @@ def fit_head(
     for head_type in candidates:  # the settings are checked now, not after the embedding
         make(head_type)
     # caps before any trunk call: a mistake costs no pass over the texts
-    bundle.limits.check_labels(distinct_labels(kind, labels), f"head {name!r}")
+    bundle.limits.check_labels(distinct, f"head {name!r}", extreme=extreme)
+    if extreme:
+        bundle.limits.check_tree(len(distinct), bundle.trunk.dim, s.precision, f"head {name!r}")
     if name not in bundle.heads:
         bundle.limits.check_head_count(len(bundle.heads) + 1, f"head {name!r}")
     if bundle.trunk_needs_fit:
@@ -323,6 +334,11 @@ def fit_head(
         y = [labels[i] for i in train_idx]
         y_val = [labels[i] for i in val_idx]
     soft_fit = None if soft is None else (soft_names, soft[train_idx])
+    labels_all = labels + list(y_val) if val_texts is not None else labels
+    if extreme and sp.issparse(X_all):
+        raise ConfigError(
+            f"head {name!r}: a tree head learns from dense vectors; this trunk gives sparse ones"
+        )
     try:
         if not all(t.takes_sparse for t in types) and sp.issparse(X):  # MLP: dense input
             X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
@@ -333,17 +349,19 @@ def fit_head(
                 X, X_val, X_all = (scale_columns(m, scale) for m in (X, X_val, X_all))
         fitted: list[tuple[Any, ...]] = []
         for head_type in candidates:
+            model: AnyHead
             if prefit is not None and stored_type(head_type).weighs_parts:
                 model = prefit
             else:
                 model = make(head_type)
-                extra = {} if soft_fit is None else {"soft_target": soft_fit}
+                extra: dict[str, Any] = {} if soft_fit is None else {"soft_target": soft_fit}
                 model.fit(X, y, X_val=X_val if y_val else None, y_val=y_val or None, **extra)
             Xv, yv = known_only(model, X_val, y_val) if y_val else (X_val, y_val)
             found = head_scores(model, Xv, yv) if len(yv) else {"n": 0}
             fitted.append((found.get("accuracy", 0.0), -len(fitted), model, found, Xv, yv))
         # best validation accuracy; ties go to the earlier (linear) candidate
-        _, _, model, best_metrics, X_val, y_val = max(fitted, key=lambda f: (f[0], f[1]))
+        _, at, model, best_metrics, X_val, y_val = max(fitted, key=lambda f: (f[0], f[1]))
+        chosen_type = candidates[-at]
         metrics = dict(best_metrics)
         if head == "auto":
             metrics["head_choice"] = {
@@ -363,6 +381,11 @@ def fit_head(
         refit = s.refit
         if refit is None:  # default: multiclass heads only (see the docstring)
             refit = head_kind.exclusive and soft is None
+        if extreme and refit is not False and len(y_val):
+            # a tree head learns every label, those of the validation rows too
+            threshold = model.threshold_
+            model.fit(_vstack(X, X_val) if val_texts is not None else X_all, labels_all)
+            model.threshold_ = threshold
         if refit and len(y_val) and isinstance(model, LinearHead):
             X_fit = _vstack(X, X_val) if val_texts is not None else X_all
             y_fit = list(y) + list(y_val) if val_texts is not None else labels
@@ -403,7 +426,7 @@ def fit_head(
         "n_val": int(metrics.get("n", 0)),
         "data_hash": data_hash(kept_texts, kept_labels),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "head_type": "mlp" if not isinstance(model, LinearHead) else "linear",
+        "head_type": chosen_type,
         "reference": reference,
         "fit": _recipe(s, model, len(kept_texts)),
     }

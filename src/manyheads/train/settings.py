@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from .._settings import Rule, Settings, boolean, choice, number, text
 from ..heads.kinds import PATH_SEP
 from ..heads.settings import HEAD_RULES
+from ..heads.tree import PRECISIONS
 from .parts import PART_WEIGHTS
 
 __all__ = ["FitSettings", "HeadSummary"]
@@ -22,6 +23,8 @@ _RULES: dict[str, Rule] = {
     "keep_data": boolean(),
     "progress": boolean(),
     "part_weights": choice(*PART_WEIGHTS),
+    "beam": number(1, integer=True),
+    "precision": choice(*PRECISIONS),
 }
 
 
@@ -42,6 +45,8 @@ class FitSettings(Settings):
     progress: bool = False
     path_sep: str = PATH_SEP
     part_weights: str = "fixed"
+    beam: int = 10
+    precision: str = "float16"
 
     _constraints: ClassVar[Mapping[str, Rule]] = _RULES
 

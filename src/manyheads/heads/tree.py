@@ -1,0 +1,269 @@
+"""The tree head type: a label tree for extreme label spaces (10^4 to 10^6 labels),
+searched by beam, so a text's cost grows with the tree's depth, not with its labels.
+
+The labels are the leaves of a tree whose inner nodes each hold a small linear
+classifier over their children (:mod:`~manyheads.heads.tree_fit` grows and trains it).
+A multiclass head is a hierarchical softmax (a label's probability is the product of
+the softmaxes along its path); a multilabel head a probabilistic label tree (the
+product of its nodes' sigmoids, as napkinXC and Omikuji). The root's classifier is
+the head's columns of the bundle's one fused product; below it, :func:`beam_search`
+scores only the children of the ``beam`` best nodes of each level.
+
+An answer holds the head's best ``KEEP`` labels of each text, as a sparse row of
+probabilities (``scipy.sparse.csr_matrix``, texts x labels: every label the search did
+not reach is 0). The weights are stored in float16 (default) or int8 with one scale
+per row. Needs numpy and scipy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError, DataError
+from .head_types import tensor
+
+__all__ = [
+    "BYTES_PER_WEIGHT",
+    "KEEP",
+    "PRECISIONS",
+    "LabelTree",
+    "beam_search",
+    "check_top_k",
+    "memory_bound",
+]
+
+KEEP = 100
+"""Labels an answer of a tree head keeps per text (its best, by probability)."""
+PRECISIONS = ("float16", "int8")
+BYTES_PER_WEIGHT = {"float16": 2, "int8": 1}
+_LOG_EPS = np.float32(-1e4)  # the log-probability of nothing
+
+
+def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int) -> int:
+    """The bytes a tree head of ``n_labels`` labels on ``dim``-wide vectors holds (its
+    weights, about 3% inner nodes, and the indices); refused in one line above
+    ``max_bytes``."""
+    rows = int(n_labels * 1.03) + 1
+    need = rows * (dim * BYTES_PER_WEIGHT[precision] + 4 + 4 + 8)
+    if need > max_bytes:
+        raise DataError(
+            f"a tree head of {n_labels:,} labels on {dim}-wide vectors needs about "
+            f"{need / 2**20:,.0f} MiB in {precision}; the bound is {max_bytes / 2**20:,.0f} MiB "
+            "(the max_tree_bytes limit)"
+        )
+    return need
+
+
+def check_top_k(k: Any, n_labels: int, head: str | None = None) -> int:
+    """``k`` as labels to answer: a positive integer no larger than the head's labels
+    and :data:`KEEP`; one line else (naming the option ``{top_k}``)."""
+    where = "{top_k}" + ("" if head is None else f" (head {head!r})")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ConfigError(f"{where} must be a positive integer, got {k!r}", options=("top_k",))
+    if k > n_labels:
+        raise ConfigError(
+            f"{where} is {k} but the head has only {n_labels} labels", options=("top_k",)
+        )
+    if k > KEEP:
+        raise ConfigError(
+            f"{where} is {k}; a tree head answers at most its best {KEEP}", options=("top_k",)
+        )
+    return int(k)
+
+
+@dataclass(frozen=True)
+class LabelTree:
+    """A label tree as stored. Nodes ``0..n_inner-1`` are inner nodes (0 the root),
+    node ``n_inner + j`` is label ``j``. The children of inner node ``u`` are
+    ``children[start[u]:start[u+1]]``; their classifiers are the rows of ``weights``
+    (times ``scales``, int8) and ``bias`` at the same positions."""
+
+    start: np.ndarray  # (n_inner + 1,) int64
+    children: np.ndarray  # (n_nodes - 1,) int64: node ids
+    weights: np.ndarray  # (n_nodes - 1, d) float16 or int8
+    scales: np.ndarray | None  # (n_nodes - 1,) float32: int8 rows' scales
+    bias: np.ndarray  # (n_nodes - 1,) float32
+    exclusive: bool  # multiclass: softmax among siblings; else a sigmoid per node
+
+    @property
+    def n_inner(self) -> int:
+        return len(self.start) - 1
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.children) + 1 - self.n_inner
+
+    @property
+    def dim(self) -> int:
+        return int(self.weights.shape[1])
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """The classifiers of children ``lo:hi`` as float32 ``(d, hi - lo)``."""
+        w = self.weights[lo:hi].astype(np.float32)
+        if self.scales is not None:
+            w *= self.scales[lo:hi, None]
+        return w.T
+
+    def nbytes(self) -> int:
+        arrays = (self.start, self.children, self.weights, self.scales, self.bias)
+        return int(sum(a.nbytes for a in arrays if a is not None))
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        out = {
+            "start": self.start.astype(np.int64),
+            "children": self.children.astype(np.int64),
+            "weights": self.weights,
+            "bias": self.bias.astype(np.float32),
+        }
+        if self.scales is not None:
+            out["scales"] = self.scales.astype(np.float32)
+        return out
+
+    @classmethod
+    def check(cls, tensors: Mapping[str, np.ndarray], n_labels: int, exclusive: bool) -> LabelTree:
+        """A tree from its record's tensors, every index and shape checked; one line else."""
+        for name in ("start", "children", "weights", "bias"):
+            if name not in tensors:
+                raise DataError(f"head weights lack the tensor {name!r}")
+        start, children = np.asarray(tensors["start"]), np.asarray(tensors["children"])
+        weights = np.asarray(tensors["weights"])
+        if start.dtype.kind not in "iu" or children.dtype.kind not in "iu":
+            raise DataError("a tree head's 'start' and 'children' must be integers")
+        if weights.dtype not in (np.float16, np.int8) or weights.ndim != 2:
+            raise DataError(
+                f"a tree head's weights must be a float16 or int8 matrix, got {weights.dtype} "
+                f"of shape {weights.shape}"
+            )
+        scales = None
+        if weights.dtype == np.int8:
+            scales = tensor(tensors, "scales")
+        bias = tensor(tensors, "bias")
+        if weights.dtype == np.float16 and not np.isfinite(weights).all():
+            raise DataError("head tensor 'weights' holds non-finite values")
+        n_inner = len(start) - 1
+        n_edges = n_inner + n_labels - 1
+        if start.ndim != 1 or n_inner < 1 or children.shape != (n_edges,):
+            raise DataError(
+                f"a tree head of {n_labels} labels has {len(start)} node offsets and "
+                f"{children.shape} children; expected {n_inner + n_labels - 1} children"
+            )
+        if (
+            weights.shape[0] != n_edges
+            or bias.shape != (n_edges,)
+            or (scales is not None and scales.shape != (n_edges,))
+        ):
+            raise DataError(f"a tree head's weights must have one row per child ({n_edges})")
+        if start[0] != 0 or start[-1] != n_edges or (np.diff(start) < 1).any():
+            raise DataError("a tree head's node offsets must rise from 0 to its children")
+        seen = np.zeros(n_inner + n_labels, dtype=np.int64)
+        if children.min() < 1 or children.max() >= n_inner + n_labels:
+            raise DataError("a tree head's children must name nodes of the tree")
+        np.add.at(seen, children, 1)
+        if seen[0] != 0 or (seen[1:] != 1).any():
+            raise DataError("a tree head's nodes must each have one parent (the root none)")
+        # every inner child lies below its parent: the tree has no cycle
+        owner = np.repeat(np.arange(n_inner), np.diff(start))
+        inner = children < n_inner
+        if (children[inner] <= owner[inner]).any():
+            raise DataError("a tree head's inner nodes must come after their parents")
+        return cls(
+            start.astype(np.int64),
+            children.astype(np.int64),
+            weights,
+            scales,
+            bias,
+            exclusive,
+        )
+
+
+def _log_links(z: np.ndarray, exclusive: bool) -> np.ndarray:
+    """Log-probabilities of children from their logits (rows: one parent each)."""
+    if exclusive:
+        z = z - z.max(axis=1, keepdims=True)
+        return np.asarray(z - np.log(np.exp(z).sum(axis=1, keepdims=True)), dtype=np.float32)
+    return np.asarray(-np.logaddexp(0.0, -z), dtype=np.float32)
+
+
+def _best_per_row(rows: np.ndarray, score: np.ndarray, k: int, n: int) -> np.ndarray:
+    """Positions of the ``k`` highest scores of each of ``n`` rows (rows in any order)."""
+    order = np.argsort(rows, kind="stable")
+    r = rows[order]
+    counts = np.bincount(r, minlength=n)
+    if not len(r) or counts.max() <= k:
+        return order
+    col = np.arange(len(r)) - (np.cumsum(counts) - counts)[r]
+    width = int(counts.max())
+    table = np.full((n, width), -np.inf, dtype=np.float32)
+    table[r, col] = score[order]
+    where = np.full((n, width), -1, dtype=np.int64)
+    where[r, col] = order
+    top = np.argpartition(-table, k - 1, axis=1)[:, :k]
+    picked = np.take_along_axis(where, top, axis=1).ravel()
+    return picked[picked >= 0]
+
+
+def beam_search(
+    tree: LabelTree,
+    X: np.ndarray,
+    root_logits: np.ndarray,
+    beam: int,
+    keep: int = KEEP,
+    route: float = 1.0,
+) -> sp.csr_matrix:
+    """Each row's ``keep`` best labels with their probabilities (texts x labels, CSR),
+    scoring only the children of each level's ``beam`` best inner nodes.
+
+    ``root_logits``: the root's children's logits (the fused product's columns)."""
+    n, n_inner = X.shape[0], tree.n_inner
+    X = np.asarray(X, dtype=np.float32)
+    logp = _log_links(np.asarray(root_logits, dtype=np.float32), tree.exclusive)
+    m = logp.shape[1]
+    logp *= np.where(tree.children[:m] < n_inner, np.float32(route), np.float32(1))
+    rows = np.repeat(np.arange(n), m)
+    nodes = np.tile(tree.children[:m], n)
+    scores = logp.ravel()
+    found_rows, found_labels, found_scores = [], [], []
+    while len(nodes):
+        leaf = nodes >= n_inner
+        found_rows.append(rows[leaf])
+        found_labels.append(nodes[leaf] - n_inner)
+        found_scores.append(scores[leaf])
+        rows, nodes, scores = rows[~leaf], nodes[~leaf], scores[~leaf]
+        if not len(nodes):
+            break
+        best = _best_per_row(rows, scores, beam, n)
+        rows, nodes, scores = rows[best], nodes[best], scores[best]
+        by_node = np.argsort(nodes, kind="stable")
+        rows, nodes, scores = rows[by_node], nodes[by_node], scores[by_node]
+        cuts = np.flatnonzero(np.diff(nodes)) + 1
+        next_rows, next_nodes, next_scores = [], [], []
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(nodes)], strict=True):
+            u = int(nodes[lo])
+            a, b = int(tree.start[u]), int(tree.start[u + 1])
+            at = rows[lo:hi]
+            z = X[at] @ tree.rows(a, b)
+            z += tree.bias[a:b]
+            lp = _log_links(z, tree.exclusive)
+            if route != 1.0:
+                lp *= np.where(tree.children[a:b] < n_inner, np.float32(route), np.float32(1))
+            lp += scores[lo:hi, None]
+            next_rows.append(np.repeat(at, b - a))
+            next_nodes.append(np.tile(tree.children[a:b], hi - lo))
+            next_scores.append(lp.ravel())
+        rows = np.concatenate(next_rows)
+        nodes = np.concatenate(next_nodes)
+        scores = np.concatenate(next_scores)
+    rows = np.concatenate(found_rows)
+    labels = np.concatenate(found_labels)
+    scores = np.concatenate(found_scores)
+    best = _best_per_row(rows, scores, keep, n)
+    rows, labels, scores = rows[best], labels[best], scores[best]
+    proba = np.exp(np.maximum(scores, _LOG_EPS)).astype(np.float32)
+    out = sp.csr_matrix((proba, (rows, labels)), shape=(n, tree.n_labels), dtype=np.float32)
+    out.sort_indices()
+    return out

@@ -1,0 +1,284 @@
+"""The tree head (``head="tree"``): a label tree searched by beam, for extreme label
+spaces. Real data: which Debian package (1,500 of them) a package's one-line summary
+belongs to, learnt from the packages' full descriptions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import write_jsonl
+
+from manyheads import Bundle
+from manyheads.cli import main
+from manyheads.errors import ConfigError, DataError
+from manyheads.heads import FusedHeads
+from manyheads.heads.convert import any_head_from_record, any_head_to_record
+from manyheads.heads.record import HeadLimits
+from manyheads.heads.tree import KEEP, LabelTree, beam_search, check_top_k
+from manyheads.heads.tree_fit import TreeHead
+from manyheads.serve.payload import head_to_json
+
+
+def _summary(text: str) -> str:
+    return text.split(". ")[0]
+
+
+@pytest.fixture(scope="module")
+def packages(debian_rows):
+    """A static-trunk bundle with a dense section head and a tree head over 1,500
+    packages (labels), and the rows."""
+    texts = [r["text"] for r in debian_rows]
+    b = Bundle(trunk="static", cache=None)
+    b.fit_head("section", texts, [r["section"] for r in debian_rows])
+    b.fit_head("package", texts, [r["package"] for r in debian_rows], head="tree", val_fraction=0)
+    return b, debian_rows
+
+
+def _p_at(bundle: Bundle, rows: list[dict], k: int) -> float:
+    got = bundle.predict([_summary(r["text"]) for r in rows], heads=["package"], scores=k)
+    return float(
+        np.mean([r["package"] in a["package"]["scores"] for r, a in zip(rows, got, strict=True)])
+    )
+
+
+def test_tree_head_finds_a_package_from_its_summary(packages):
+    b, rows = packages
+    probe = rows[:300]
+    p1, p5 = _p_at(b, probe, 1), _p_at(b, probe, 5)
+    # chance is 1 in 1,500; the labels' vectors alone (nearest mean) reach about the same
+    assert p1 > 0.5, p1
+    assert p5 >= p1
+    spec = b.fused_heads.specs["package"]
+    assert spec.tree is not None and spec.tree.n_inner > 1  # a tree, not a flat head
+    assert spec.W1.shape[1] == int(spec.tree.start[1])  # the root's columns are fused
+
+
+def test_tree_and_dense_heads_answer_in_one_trunk_pass(packages, monkeypatch):
+    b, rows = packages
+    calls = []
+    encode = b.trunk.encode
+    monkeypatch.setattr(
+        b.trunk, "encode", lambda texts, **kw: calls.append(1) or encode(texts, **kw)
+    )
+    got = b.predict([_summary(r["text"]) for r in rows[:20]])
+    assert len(calls) == 1
+    for answer in got:
+        assert set(answer) == {"section", "package"}
+        assert isinstance(answer["package"]["label"], str)
+        assert len(answer["package"]["scores"]) == 5  # "all" keeps a tree head's best five
+        scores = list(answer["package"]["scores"].values())
+        assert scores == sorted(scores, reverse=True)
+        assert answer["package"]["score"] == scores[0]
+
+
+def test_tree_head_saves_loads_and_keeps_its_answers(packages, tmp_path):
+    b, rows = packages
+    probe = [_summary(r["text"]) for r in rows[:50]]
+    b.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    assert loaded.predict(probe, scores=10) == b.predict(probe, scores=10)
+    record = json.loads((tmp_path / "b" / "bundle.json").read_text())["heads"]["package"]
+    assert record["type"] == "tree"
+    assert "labels" in record and len(record["labels"]) == 1500
+
+
+def test_int8_weights_agree_with_float16(debian_rows):
+    X = Bundle(trunk="static", cache=None).embed([r["text"] for r in debian_rows])
+    y = [r["package"] for r in debian_rows]
+    half = TreeHead(precision="float16").fit(X, y)
+    int8 = TreeHead(precision="int8").fit(X, y)
+    assert int8.tree_.nbytes() < 0.6 * half.tree_.nbytes()
+    probe = Bundle(trunk="static", cache=None).embed([_summary(r["text"]) for r in debian_rows])
+    a = np.asarray(half.predict_proba(probe).argmax(axis=1)).ravel()
+    b = np.asarray(int8.predict_proba(probe).argmax(axis=1)).ravel()
+    assert (a == b).mean() > 0.95
+
+
+def test_record_round_trip_and_digest(packages):
+    b, rows = packages
+    head = b.heads["package"]
+    record, tensors = any_head_to_record(head)
+    assert tensors["weights"].dtype == np.float16
+    again = any_head_from_record(record, tensors)
+    X = b.embed([_summary(r["text"]) for r in rows[:30]])
+    assert (head.predict_proba(X) != again.predict_proba(X)).nnz == 0
+
+
+def test_multilabel_tree_head_answers_label_sets(debian_rows):
+    texts = [r["text"] for r in debian_rows]
+    labels = [sorted({r["section"], *r["role"]}) for r in debian_rows]
+    b = Bundle(trunk="static", cache=None)
+    summary = b.fit_head("tags", texts, labels, kind="multilabel", head="tree")
+    for key in ("precision@1", "recall@5", "ndcg@3"):
+        assert 0 < summary.metrics[key] <= 1
+    got = b.predict(texts[:10], heads=["tags"])
+    assert all(isinstance(a["tags"]["labels"], list) for a in got)
+    assert sum(len(a["tags"]["labels"]) for a in got) > 0
+    threshold = b.heads["tags"].threshold_
+    for a in got:
+        assert all(a["tags"]["scores"][lab] >= threshold for lab in a["tags"]["labels"])
+
+
+def test_eval_reports_precision_recall_and_ndcg_at_k(packages, tmp_path):
+    b, rows = packages
+    probe = rows[:200]
+    found = b.evaluate(
+        [_summary(r["text"]) for r in probe],
+        {"package": [r["package"] for r in probe], "section": [r["section"] for r in probe]},
+        report=tmp_path / "report",
+    )
+    tree = found["package"]
+    for k in (1, 3, 5):
+        assert 0 <= tree[f"precision@{k}"] <= 1 and 0 <= tree[f"ndcg@{k}"] <= 1
+    assert tree["recall@5"] >= tree["recall@1"] == tree["precision@1"] == tree["accuracy"]
+    assert "macro_f1" in found["section"]  # the dense head keeps its metrics
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "precision@5" in page and 'id="head-package"' in page
+
+
+def test_label_job_writes_each_rows_best_k(packages, tmp_path, capsys):
+    b, rows = packages
+    b.save(tmp_path / "b")
+    data = write_jsonl(tmp_path / "in.jsonl", [{"text": _summary(r["text"])} for r in rows[:20]])
+    out = tmp_path / "out.jsonl"
+    assert (
+        main(["label", str(data), "-b", str(tmp_path / "b"), "-o", str(out), "--top-k", "7"]) == 0
+    )
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 20
+    assert all(len(line["package"]["scores"]) == 7 for line in lines)
+    # k past the head's answers: one line, nothing written
+    bad = tmp_path / "bad.jsonl"
+    assert (
+        main(["label", str(data), "-b", str(tmp_path / "b"), "-o", str(bad), "--top-k", "101"]) == 1
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    want = f"--top-k (head 'package') is 101; a tree head answers at most its best {KEEP}"
+    assert err[-1] == f"manyheads: error: {want}"
+    assert not bad.exists()
+
+
+def test_top_k_past_the_labels_is_refused():
+    with pytest.raises(ConfigError, match="top_k is 20 but the head has only 12 labels"):
+        check_top_k(20, 12)
+    with pytest.raises(ConfigError, match="top_k must be a positive integer"):
+        check_top_k(0, 12)
+
+
+def test_labels_past_the_memory_bound_are_refused_before_any_trunk_pass(monkeypatch):
+    b = Bundle(trunk="static", cache=None, limits=HeadLimits(max_tree_bytes=2**20))
+    calls = []
+    monkeypatch.setattr(b.trunk, "encode", lambda *a, **k: calls.append(1))
+    texts = [f"text {i}" for i in range(5000)]
+    with pytest.raises(DataError, match=r"head 'big': a tree head of 5,000 labels on 256-wide"):
+        b.fit_head("big", texts, [str(i) for i in range(5000)], head="tree")
+    assert not calls and "big" not in b.heads
+    with pytest.raises(DataError, match=r"10,000,000 labels .* \(the max_tree_bytes limit\)"):
+        HeadLimits().check_tree(10_000_000, 384, "float16", "head 'big'")
+
+
+def test_a_tree_head_refuses_sparse_vectors_and_bad_settings(debian_rows):
+    texts = [r["text"] for r in debian_rows[:200]]
+    b = Bundle(trunk="hashing", cache=None)
+    with pytest.raises(ConfigError, match="a tree head learns from dense vectors"):
+        b.fit_head("package", texts, [r["package"] for r in debian_rows[:200]], head="tree")
+    with pytest.raises(ConfigError, match="a tree head is multiclass or multilabel, not 'binary'"):
+        TreeHead(kind="binary").check_params()
+    with pytest.raises(ConfigError, match="beam must be an integer >= 1"):
+        TreeHead(beam=0).check_params()
+    with pytest.raises(ConfigError, match="precision must be one of float16, int8"):
+        TreeHead(precision="int4").check_params()
+
+
+def _small_tree() -> LabelTree:
+    # root -> inner 1 (labels 0, 1), label 2
+    start = np.array([0, 2, 4])
+    children = np.array([1, 4, 2, 3])  # n_inner = 2: label j is node 2 + j
+    weights = np.eye(4, 3, dtype=np.float16)
+    return LabelTree(start, children, weights, None, np.zeros(4, np.float32), True)
+
+
+def test_stored_tree_is_checked_in_one_line():
+    good = _small_tree().tensors()
+    LabelTree.check(good, 3, True)
+    bad_cycle = dict(good, children=np.array([1, 4, 1, 3]))
+    with pytest.raises(DataError, match="must each have one parent"):
+        LabelTree.check(bad_cycle, 3, True)
+    with pytest.raises(DataError, match="must be a float16 or int8 matrix"):
+        LabelTree.check(dict(good, weights=good["weights"].astype(np.float64)), 3, True)
+    with pytest.raises(DataError, match="one row per child"):
+        LabelTree.check(dict(good, bias=np.zeros(3, np.float32)), 3, True)
+    with pytest.raises(DataError, match="lack the tensor 'start'"):
+        LabelTree.check({k: v for k, v in good.items() if k != "start"}, 3, True)
+
+
+def test_beam_search_matches_the_full_product_when_the_beam_holds_everything():
+    tree = _small_tree()
+    X = np.array([[2.0, 0.0, 1.0], [0.0, 3.0, 0.0]], dtype=np.float32)
+    z = X @ tree.rows(0, 2) + tree.bias[:2]
+    got = beam_search(tree, X, z, beam=5).toarray()
+    # by hand: p(node 1) * softmax over labels 0, 1; p(label 2) at the root
+    root = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    leaf_z = X @ tree.rows(2, 4)
+    leaf = np.exp(leaf_z) / np.exp(leaf_z).sum(axis=1, keepdims=True)
+    want = np.column_stack([root[:, 0] * leaf[:, 0], root[:, 0] * leaf[:, 1], root[:, 1]])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_onnx_graph_holds_the_dense_heads_only(packages):
+    b, _ = packages
+    fused = b.fused_heads
+    dense = fused.dense_only()
+    assert dense is not None and dense.names == ["section"]
+    assert fused.searches(["package"]) and not fused.searches(["section"])
+    with pytest.raises(DataError, match="needs the vectors"):
+        fused.from_first_layer(np.zeros((1, fused.W.shape[1]), np.float32), ["package"])
+
+
+def test_a_tree_head_is_hot_added_to_a_running_service(packages, tmp_path, start_server):
+    httpx = pytest.importorskip("httpx")
+    b, rows = packages
+    served = Bundle(trunk="static", cache=None)
+    texts = [r["text"] for r in rows]
+    served.fit_head("section", texts, [r["section"] for r in rows])
+    served.save(tmp_path / "served")
+    key = "tree-key-0123456789abcdef"
+    (tmp_path / "keys.txt").write_text(key + "\n")
+    srv = start_server(tmp_path / "served", "--api-key-file", str(tmp_path / "keys.txt"))
+    auth = {"Authorization": f"Bearer {key}"}
+    payload = head_to_json(*b.export_head("package"))
+    res = httpx.put(srv.url + "/v1/heads/package", json=payload, headers=auth, timeout=60)
+    assert res.status_code == 200, res.text
+    probe = [_summary(r["text"]) for r in rows[:5]]
+    got = httpx.post(
+        srv.url + "/v1/predict", json={"texts": probe}, headers=auth, timeout=60
+    ).json()["results"]
+    want = b.predict(probe)
+    assert [g["package"]["label"] for g in got] == [w["package"]["label"] for w in want]
+    assert all("section" in g for g in got)
+
+
+def test_head_auto_makes_a_tree_above_the_extreme_label_count():
+    from manyheads.heads.head_types import EXTREME_LABELS, candidate_types
+
+    assert candidate_types("auto", EXTREME_LABELS + 1) == ["tree"]
+    assert "tree" not in candidate_types("auto", EXTREME_LABELS)
+    assert candidate_types("tree", 3) == ["tree"]
+
+
+def test_fused_heads_from_records_build_the_tree(packages):
+    b, _ = packages
+    record, tensors = b.export_head("package")
+    fused = FusedHeads.from_records({"package": (record, tensors)})
+    X = b.embed(["a library for parsing XML"])
+    assert sp.issparse(fused.probabilities(X)["package"])
+
+
+def test_label_vectors_must_fit(debian_rows):
+    X = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
+    with pytest.raises(DataError, match="label_vectors must be one 8-d row per label"):
+        TreeHead().fit(X, [str(i % 4) for i in range(20)], label_vectors=np.zeros((3, 8)))
