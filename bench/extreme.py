@@ -1,7 +1,7 @@
 """Extreme label spaces: the tree head against a dense linear head and against
 napkinXC's and Omikuji's probabilistic label trees, on the same trunk vectors::
 
-    python bench/extreme.py [--labels 10000] [--skip-dense] [--skip-synthetic]
+    python bench/extreme.py [--labels 10000] [--parts trees,dense,napkinxc,omikuji,training,predict]
 
 1. A real task: which English source string a translated UI string (gettext) is a
    translation of. Labels: ``--labels`` sources (drawn at random, seeded, from those
@@ -44,6 +44,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 from _common import cpu_model, machine  # noqa: E402
 
 GETTEXT = HERE.parent.parent / "shared" / "data" / "gettext.jsonl.gz"
+PARTS = ("trees", "dense", "napkinxc", "omikuji", "training", "predict")
 
 
 def gettext_rows() -> list[dict]:
@@ -68,7 +69,7 @@ def ranked_of(proba) -> list[list[int]]:  # type: ignore[no-untyped-def]
     return out
 
 
-def real_task(n_labels: int, dense: bool, work: Path) -> dict:
+def real_task(n_labels: int, parts: set[str], work: Path) -> dict:
     from manyheads.heads.solver import fit_softmax
     from manyheads.heads.tree_fit import TreeHead
     from manyheads.trunks import load_trunk
@@ -102,10 +103,27 @@ def real_task(n_labels: int, dense: bool, work: Path) -> dict:
     }
     systems: dict = {}
 
+    # as fit_head does: a tenth of the training locales validates (the path's weight),
+    # then the head is fitted again on every training row
+    val_locales = set(rng.choice(sorted({r["locale"] for r in train}), 12, replace=False))
+    val = np.array([r["locale"] in val_locales for r in train])
+    labels = [classes[i] for i in y]
+
     def tree_run(label: str, **fit_kw) -> None:  # type: ignore[no-untyped-def]
+        vectors = fit_kw.pop("label_vectors", None)
         t = time.perf_counter()
-        head = TreeHead(**{k: v for k, v in fit_kw.items() if k != "label_vectors"})
-        head.fit(X, [classes[i] for i in y], label_vectors=fit_kw.get("label_vectors"))
+        head = TreeHead(**fit_kw)
+        first = sorted({labels[i] for i in np.flatnonzero(~val)})
+        head.fit(
+            X[~val],
+            [labels[i] for i in np.flatnonzero(~val)],
+            X[val],
+            [labels[i] for i in np.flatnonzero(val)],
+            label_vectors=None if vectors is None else vectors[[index[c] for c in first]],
+        )
+        route = head.route_
+        head.fit(X, labels, label_vectors=vectors)
+        head.route_ = route
         fit_s = time.perf_counter() - t
         t = time.perf_counter()
         proba = head.predict_proba(Xt)
@@ -116,13 +134,16 @@ def real_task(n_labels: int, dense: bool, work: Path) -> dict:
             "train_s": round(fit_s, 1),
             "texts_per_s": round(len(test) / pred_s),
             "bytes": head.tree_.nbytes(),
+            "route": route,
         }
         print(label, systems[label], flush=True)
 
-    tree_run("tree (rows' mean)")
-    tree_run("tree (rows' mean), int8", precision="int8")
-    tree_run("tree (label names)", label_vectors=names)
-    if dense:
+    if "trees" in parts:
+        tree_run("tree (rows' mean)")
+        tree_run("tree (rows' mean), int8", precision="int8")
+        tree_run("tree (label names)", label_vectors=names)
+        tree_run("tree, leaves of 100 labels, 32 branches", leaf_size=100, branching=32)
+    if "dense" in parts:
         t = time.perf_counter()
         sol = fit_softmax(X, y, len(classes), C=10.0, max_iter=300)
         fit_s = time.perf_counter() - t
@@ -137,8 +158,10 @@ def real_task(n_labels: int, dense: bool, work: Path) -> dict:
             "bytes": int(sol.coef.nbytes + sol.intercept.nbytes),
         }
         print(systems["dense linear (C=10)"], flush=True)
-    systems |= _napkinxc(X, y, Xt, yt)
-    systems |= _omikuji(X, y, Xt, yt, work)
+    if "napkinxc" in parts:
+        systems |= _napkinxc(X, y, Xt, yt)
+    if "omikuji" in parts:
+        systems |= _omikuji(X, y, Xt, yt, work)
     out["systems"] = systems
     return out
 
@@ -166,7 +189,7 @@ def _libsvm(path: Path, X: np.ndarray, y: np.ndarray | None) -> None:
     with open(path, "w") as fh:
         fh.write(f"{len(X)} {X.shape[1]} {int(y.max()) + 1 if y is not None else 0}\n")
         for i, row in enumerate(X):
-            feats = " ".join(f"{j}:{v:.5g}" for j, v in enumerate(row) if v != 0)
+            feats = " ".join(f"{j}:{v:.6f}" for j, v in enumerate(np.nan_to_num(row)))
             fh.write(f"{int(y[i]) if y is not None else 0} {feats}\n")
 
 
@@ -178,14 +201,12 @@ def _omikuji(X, y, Xt, yt, work: Path) -> dict:  # type: ignore[no-untyped-def]
     path = work / "omikuji-train.txt"
     _libsvm(path, X, y)
     t = time.perf_counter()
-    params = omikuji.Model.default_hyper_param()
-    params.n_threads = 2
-    model = omikuji.Model.train_on_data(str(path), params)
+    model = omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), 2)
     fit_s = time.perf_counter() - t
     t = time.perf_counter()
     ranked = []
-    for row in Xt:
-        feats = [(j, float(v)) for j, v in enumerate(row) if v != 0]
+    for row in np.nan_to_num(Xt):
+        feats = [(j, float(v)) for j, v in enumerate(row)]
         ranked.append([int(label) for label, _ in model.predict(feats, top_k=5)])
     pred_s = time.perf_counter() - t
     out = {**p_at(ranked, yt), "train_s": round(fit_s, 1), "texts_per_s": round(len(yt) / pred_s)}
@@ -267,6 +288,7 @@ def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
     out["ratio at 10^5"] = round(
         out["+ tree head of 10^5 labels, ms/text"] / out["9 dense heads, ms/text"], 2
     )
+    print("predict", out, flush=True)
     # 10^6 labels: a balanced tree (32 children per inner node, 100 labels per leaf
     # node), random weights in float16 and int8
     n_labels, dim = 1_000_000, 256
@@ -287,7 +309,7 @@ def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
         LabelTree.check(tree.tensors(), n_labels, True)
         head = TreeHead(precision=precision)
         head.classes_ = np.asarray([f"l{i}" for i in range(n_labels)])
-        head.tree_, head.temperature_, head.threshold_ = tree, 1.0, 0.5
+        head.tree_, head.temperature_, head.threshold_, head.route_ = tree, 1.0, 0.5, 1.0
         head.n_features_in_ = dim
         name = f"extreme6-{precision}"
         b.add_head(name, head)
@@ -311,16 +333,28 @@ def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--labels", type=int, default=10_000)
-    ap.add_argument("--skip-dense", action="store_true")
-    ap.add_argument("--skip-synthetic", action="store_true")
+    ap.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"which to run, of {','.join(PARTS)} (the others' figures are kept from the "
+        "last run's JSON)",
+    )
     args = ap.parse_args()
-    result: dict = {"machine": machine(), "cpu": cpu_model()}
-    with tempfile.TemporaryDirectory() as tmp:
-        result["real"] = real_task(args.labels, not args.skip_dense, Path(tmp))
-    if not args.skip_synthetic:
-        result["training"], head = training_at_scale()
-        result["predict"] = predict_cost(head)
+    parts = set(args.parts.split(","))
     out = HERE / "results" / "extreme.json"
+    result: dict = json.loads(out.read_text()) if out.exists() else {}
+    result |= {"machine": machine(), "cpu": cpu_model()}
+    if parts & {"trees", "dense", "napkinxc", "omikuji"}:
+        with tempfile.TemporaryDirectory() as tmp:
+            real = real_task(args.labels, parts, Path(tmp))
+        kept = result.get("real", {}).get("systems", {})
+        result["real"] = real | {"systems": kept | real["systems"]}
+        out.write_text(json.dumps(result, indent=1) + "\n")
+    if parts & {"training", "predict"}:
+        result["training"], head = training_at_scale()
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        if "predict" in parts:
+            result["predict"] = predict_cost(head)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

@@ -17,7 +17,7 @@ from manyheads.errors import ConfigError, DataError
 from manyheads.heads import FusedHeads
 from manyheads.heads.convert import any_head_from_record, any_head_to_record
 from manyheads.heads.record import HeadLimits
-from manyheads.heads.tree import KEEP, LabelTree, beam_search, check_top_k
+from manyheads.heads.tree import KEEP, ROUTES, LabelTree, beam_search, check_top_k
 from manyheads.heads.tree_fit import TreeHead
 from manyheads.serve.payload import head_to_json
 
@@ -85,16 +85,16 @@ def test_tree_head_saves_loads_and_keeps_its_answers(packages, tmp_path):
     assert "labels" in record and len(record["labels"]) == 1500
 
 
-def test_int8_weights_agree_with_float16(debian_rows):
-    X = Bundle(trunk="static", cache=None).embed([r["text"] for r in debian_rows])
-    y = [r["package"] for r in debian_rows]
-    half = TreeHead(precision="float16").fit(X, y)
-    int8 = TreeHead(precision="int8").fit(X, y)
+def test_int8_weights_agree_with_float16(packages):
+    b, rows = packages
+    half = b.heads["package"]
+    X = b.embed([r["text"] for r in rows])
+    int8 = TreeHead(precision="int8").fit(X, [r["package"] for r in rows])
     assert int8.tree_.nbytes() < 0.6 * half.tree_.nbytes()
-    probe = Bundle(trunk="static", cache=None).embed([_summary(r["text"]) for r in debian_rows])
+    probe = b.embed([_summary(r["text"]) for r in rows])
     a = np.asarray(half.predict_proba(probe).argmax(axis=1)).ravel()
-    b = np.asarray(int8.predict_proba(probe).argmax(axis=1)).ravel()
-    assert (a == b).mean() > 0.95
+    c = np.asarray(int8.predict_proba(probe).argmax(axis=1)).ravel()
+    assert (a == c).mean() > 0.95
 
 
 def test_record_round_trip_and_digest(packages):
@@ -117,6 +117,7 @@ def test_multilabel_tree_head_answers_label_sets(debian_rows):
     got = b.predict(texts[:10], heads=["tags"])
     assert all(isinstance(a["tags"]["labels"], list) for a in got)
     assert sum(len(a["tags"]["labels"]) for a in got) > 0
+    assert b.heads["tags"].route_ in ROUTES  # the path's weight, chosen on validation rows
     threshold = b.heads["tags"].threshold_
     for a in got:
         assert all(a["tags"]["scores"][lab] >= threshold for lab in a["tags"]["labels"])
@@ -139,6 +140,7 @@ def test_eval_reports_precision_recall_and_ndcg_at_k(packages, tmp_path):
     assert "precision@5" in page and 'id="head-package"' in page
 
 
+@pytest.mark.heavy
 def test_label_job_writes_each_rows_best_k(packages, tmp_path, capsys):
     b, rows = packages
     b.save(tmp_path / "b")
@@ -239,6 +241,7 @@ def test_onnx_graph_holds_the_dense_heads_only(packages):
         fused.from_first_layer(np.zeros((1, fused.W.shape[1]), np.float32), ["package"])
 
 
+@pytest.mark.heavy
 def test_a_tree_head_is_hot_added_to_a_running_service(packages, tmp_path, start_server):
     httpx = pytest.importorskip("httpx")
     b, rows = packages
@@ -282,3 +285,19 @@ def test_label_vectors_must_fit(debian_rows):
     X = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
     with pytest.raises(DataError, match="label_vectors must be one 8-d row per label"):
         TreeHead().fit(X, [str(i % 4) for i in range(20)], label_vectors=np.zeros((3, 8)))
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"beam": 0}, "bad beam 0"),
+        ({"route": 0}, "bad route 0"),
+        ({"threshold": 2}, "bad threshold 2"),
+    ],
+)
+def test_a_stored_tree_heads_search_settings_are_checked(packages, bad, message):
+    b, _ = packages
+    record, tensors = b.export_head("package")
+    record = dict(record, params=dict(record["params"], **bad))
+    with pytest.raises(DataError, match=f"head 'package': tree head record has a {message}"):
+        FusedHeads.from_records({"package": (record, tensors)})

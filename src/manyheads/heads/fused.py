@@ -27,7 +27,7 @@ from .decode import SCORES, Scores, answers, check_scores
 from .head_types import head_type
 from .kinds import KINDS, Kind
 from .record import check_record
-from .tree import KEEP, LabelTree, beam_search
+from .tree import KEEP, LabelTree, beam_search, search_params
 
 __all__ = [
     "KINDS",
@@ -82,6 +82,7 @@ class HeadSpec:
     parents: np.ndarray | None = None  # hierarchical: each label's parent (-1: a root)
     tree: LabelTree | None = None  # a tree head's label tree (W1/b1: its root's columns)
     beam: int = 0  # a tree head's beam
+    route: float = 1.0  # a tree head's weight of its path
 
     @property
     def n_outputs(self) -> int:
@@ -118,8 +119,9 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         if array is not None and not np.isfinite(array).all():
             raise DataError(f"head weights divided by its temperature {temperature:g} overflow")
     thresholds = checked.thresholds
+    beam, route, threshold = search_params(checked.params) if htype.extreme else (0, 1.0, 0.5)
     if htype.extreme and thresholds is not None:  # one threshold for every label
-        thresholds = np.full(len(thresholds), checked.params.get("threshold", 0.5), np.float32)
+        thresholds = np.full(len(thresholds), threshold, np.float32)
     return HeadSpec(
         type=checked.type,
         kind=checked.kind,
@@ -134,7 +136,8 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         tree=htype.tree(checked.kind.name, checked.tensors, len(checked.labels))
         if htype.extreme
         else None,
-        beam=int(checked.params.get("beam", 10)) if htype.extreme else 0,
+        beam=beam,
+        route=route,
     )
 
 
@@ -266,7 +269,7 @@ class FusedHeads:
             if spec.tree is not None:
                 if X is None:
                     raise DataError(f"head {n!r} searches a label tree: it needs the vectors")
-                out[n] = beam_search(spec.tree, _dense(X), z, spec.beam, KEEP)
+                out[n] = beam_search(spec.tree, _dense(X), z, spec.beam, KEEP, spec.route)
                 continue
             if spec.W2 is not None:  # an MLP head: ReLU, then its output layer
                 z = np.maximum(z, 0) @ spec.W2 + spec.b2

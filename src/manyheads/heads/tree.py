@@ -31,10 +31,12 @@ __all__ = [
     "BYTES_PER_WEIGHT",
     "KEEP",
     "PRECISIONS",
+    "ROUTES",
     "LabelTree",
     "beam_search",
     "check_top_k",
     "memory_bound",
+    "search_params",
 ]
 
 KEEP = 100
@@ -42,6 +44,9 @@ KEEP = 100
 PRECISIONS = ("float16", "int8")
 BYTES_PER_WEIGHT = {"float16": 2, "int8": 1}
 _LOG_EPS = np.float32(-1e4)  # the log-probability of nothing
+_CHUNK = 4096  # texts searched at once
+ROUTES = (0.25, 0.5, 0.75, 1.0)
+"""The weights of the path a tree head tries on its validation rows (``route``)."""
 
 
 def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int) -> int:
@@ -57,6 +62,22 @@ def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int) -> int
             "(the max_tree_bytes limit)"
         )
     return need
+
+
+def search_params(params: Mapping[str, Any]) -> tuple[int, float, float]:
+    """``(beam, route, threshold)`` of a stored tree head's params, each checked; one
+    line else (route in (0, 1], threshold in [0, 1])."""
+    beam = params.get("beam", 10)
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise DataError(f"tree head record has a bad beam {beam!r}")
+    found = []
+    for name, default, zero_ok in (("route", 1.0, False), ("threshold", 0.5, True)):
+        value = params.get(name, default)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not (0 <= value <= 1 if zero_ok else 0 < value <= 1):
+            raise DataError(f"tree head record has a bad {name} {value!r}")
+        found.append(float(value))
+    return int(beam), found[0], found[1]
 
 
 def check_top_k(k: Any, n_labels: int, head: str | None = None) -> int:
@@ -218,7 +239,18 @@ def beam_search(
     """Each row's ``keep`` best labels with their probabilities (texts x labels, CSR),
     scoring only the children of each level's ``beam`` best inner nodes.
 
-    ``root_logits``: the root's children's logits (the fused product's columns)."""
+    ``root_logits``: the root's children's logits (the fused product's columns).
+    ``route``: the weight of the inner nodes' log-probabilities in a label's score (1:
+    the product of the probabilities on its path; less: the path counts less against
+    the label's own classifier; a tree head chooses it on its validation rows)."""
+    if X.shape[0] > _CHUNK:  # the search's tables stay small
+        return sp.vstack(
+            [
+                beam_search(tree, X[i : i + _CHUNK], root_logits[i : i + _CHUNK], beam, keep, route)
+                for i in range(0, X.shape[0], _CHUNK)
+            ],
+            format="csr",
+        )
     n, n_inner = X.shape[0], tree.n_inner
     X = np.asarray(X, dtype=np.float32)
     logp = _log_links(np.asarray(root_logits, dtype=np.float32), tree.exclusive)

@@ -24,7 +24,7 @@ from .kind import Reading
 from .kinds import PATH_SEP, kind_of
 from .record import check_record
 from .solver import fit_sigmoid, fit_softmax
-from .tree import KEEP, PRECISIONS, LabelTree, beam_search
+from .tree import KEEP, PRECISIONS, ROUTES, LabelTree, beam_search, search_params
 
 __all__ = ["TreeHead", "tree_head_from_record", "tree_head_to_record"]
 
@@ -51,8 +51,8 @@ class TreeHead:
         thresholds: str = "f1",
         C: float | str = 1.0,
         beam: int = 10,
-        leaf_size: int = 100,
-        branching: int = 32,
+        leaf_size: int = 200,
+        branching: int = 64,
         precision: str = "float16",
         random_state: int = 0,
     ) -> None:
@@ -143,10 +143,27 @@ class TreeHead:
         self.tree_ = self._train(X, Y, children)
         self.temperature_ = 1.0
         self.threshold_ = 0.5
+        self.route_ = 1.0
         self.n_features_in_ = X.shape[1]
-        if not kind.exclusive and X_val is not None and y_val:
-            self.threshold_ = self._tune_threshold(np.asarray(X_val, dtype=np.float32), y_val)
+        if X_val is not None and y_val:
+            X_val = np.asarray(X_val, dtype=np.float32)
+            self.route_ = self._tune_route(X_val, y_val)
+            if not kind.exclusive:
+                self.threshold_ = self._tune_threshold(X_val, y_val)
         return self
+
+    def _tune_route(self, X_val: np.ndarray, y_val: Sequence[Any]) -> float:
+        """The weight of the path (:data:`~manyheads.heads.tree.ROUTES`) whose best
+        label is most often right on the validation rows (ties: the larger)."""
+        truth = indicator(self.kind, list(y_val), self.classes_.tolist())
+        best, best_p1 = 1.0, -1.0
+        for route in sorted(ROUTES, reverse=True):
+            self.route_ = route
+            top = np.asarray(self.predict_proba(X_val).argmax(axis=1)).ravel()
+            p1 = float(truth[np.arange(len(top)), top].mean())
+            if p1 > best_p1:
+                best, best_p1 = route, p1
+        return best
 
     def _train(self, X: np.ndarray, Y: sp.csr_matrix, children: list[np.ndarray]) -> LabelTree:
         n_inner = len(children)
@@ -217,7 +234,7 @@ class TreeHead:
         X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
         m = int(self.tree_.start[1])
         z = X @ self.tree_.rows(0, m) + self.tree_.bias[:m]
-        return beam_search(self.tree_, X, z, self.beam, KEEP)
+        return beam_search(self.tree_, X, z, self.beam, KEEP, self.route_)
 
     @property
     def thresholds_(self) -> np.ndarray | None:
@@ -321,6 +338,7 @@ def tree_head_to_record(head: TreeHead) -> tuple[dict[str, Any], dict[str, np.nd
             "branching": int(head.branching),
             "precision": head.precision,
             "threshold": float(head.threshold_),
+            "route": float(head.route_),
         },
     }
     return record, head.tree_.tensors()
@@ -344,14 +362,11 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
         head.check_params()
     except ConfigError as exc:
         raise DataError(f"tree head record has a bad parameter: {exc}") from None
-    threshold = params.get("threshold", 0.5)
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-        raise DataError(f"tree head record has a bad threshold {threshold!r}")
-    if not 0.0 <= float(threshold) <= 1.0:
-        raise DataError(f"tree head record has a bad threshold {threshold!r}")
+    _, route, threshold = search_params(params)
     head.classes_ = np.asarray(checked.labels)
     head.tree_ = LabelTree.check(checked.tensors, len(checked.labels), checked.kind.exclusive)
     head.temperature_ = 1.0
-    head.threshold_ = float(threshold)
+    head.threshold_ = threshold
+    head.route_ = route
     head.n_features_in_ = head.tree_.dim
     return head

@@ -383,9 +383,9 @@ def fit_head(
             refit = head_kind.exclusive and soft is None
         if extreme and refit is not False and len(y_val):
             # a tree head learns every label, those of the validation rows too
-            threshold = model.threshold_
+            chosen_on_val = model.threshold_, model.route_
             model.fit(_vstack(X, X_val) if val_texts is not None else X_all, labels_all)
-            model.threshold_ = threshold
+            model.threshold_, model.route_ = chosen_on_val
         if refit and len(y_val) and isinstance(model, LinearHead):
             X_fit = _vstack(X, X_val) if val_texts is not None else X_all
             y_fit = list(y) + list(y_val) if val_texts is not None else labels
