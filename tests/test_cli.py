@@ -166,7 +166,10 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
             ["--task", "section", "--class-weight", "heavy"],
             "--class-weight must be None, 'balanced' or a dict, got 'heavy'",
         ),
-        (["--task", "section", "--head", "forest"], "--head must be one of linear, mlp, tree, auto"),
+        (
+            ["--task", "section", "--head", "forest"],
+            "--head must be one of linear, mlp, tree, auto",
+        ),
         (
             ["--task", "section", "--thresholds", "recall"],
             "--thresholds must be one of f1, f0.5, accuracy, got 'recall'",
