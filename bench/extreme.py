@@ -226,17 +226,17 @@ def synthetic(n_labels: int, n_rows: int, dim: int, seed: int = 0):  # type: ign
     return X, y
 
 
-def training_at_scale() -> tuple[dict, object]:
+def training_at_scale(dim: int = 256) -> tuple[dict, object]:
     from manyheads.heads.tree_fit import TreeHead
 
-    X, y = synthetic(100_000, 200_000, 256)
+    X, y = synthetic(100_000, 200_000, dim)
     tracemalloc.start()
     t = time.perf_counter()
     head = TreeHead().fit(X, [f"label-{v}" for v in y])
     seconds = time.perf_counter() - t
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    Xt, yt = synthetic(100_000, 101_000, 256, seed=0)
+    Xt, yt = synthetic(100_000, 101_000, dim, seed=0)
     Xt, yt = Xt[100_000:], yt[100_000:]
     ranked = ranked_of(head.predict_proba(Xt))
     named = {c: i for i, c in enumerate(head.classes_.tolist())}
@@ -244,7 +244,7 @@ def training_at_scale() -> tuple[dict, object]:
     out = {
         "labels": 100_000,
         "rows": 200_000,
-        "dim": 256,
+        "dim": dim,
         "train_s": round(seconds, 1),
         "peak_traced_MiB": round(peak / 2**20),
         "max_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -255,7 +255,7 @@ def training_at_scale() -> tuple[dict, object]:
     return out, head
 
 
-def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
+def predict_cost(tree_head, trunk: str = "static") -> dict:  # type: ignore[no-untyped-def]
     from manyheads import Bundle
     from manyheads.heads.tree import LabelTree
     from manyheads.heads.tree_fit import TreeHead, quantised
@@ -265,7 +265,7 @@ def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
     sample = [rows[i] for i in rng.permutation(len(rows))[:6000]]
     texts = [r["text"] for r in sample[:4000]]
     probe = [r["text"] for r in sample[4000:]]
-    b = Bundle(trunk="static")
+    b = Bundle(trunk=trunk)
     fields = ["lang", "domain", "locale"]
     for i in range(9):
         field = fields[i % 3]
@@ -281,7 +281,7 @@ def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
             best.append(time.perf_counter() - t)
         return min(best) / len(probe)
 
-    out: dict = {"texts": len(probe), "trunk": "static"}
+    out: dict = {"texts": len(probe), "trunk": trunk}
     out["9 dense heads, ms/text"] = round(per_text(dense) * 1e3, 4)
     b.add_head("extreme", tree_head)
     out["+ tree head of 10^5 labels, ms/text"] = round(per_text([*dense, "extreme"]) * 1e3, 4)
@@ -291,7 +291,7 @@ def predict_cost(tree_head) -> dict:  # type: ignore[no-untyped-def]
     print("predict", out, flush=True)
     # 10^6 labels: a balanced tree (32 children per inner node, 100 labels per leaf
     # node), random weights in float16 and int8
-    n_labels, dim = 1_000_000, 256
+    n_labels, dim = 1_000_000, int(b.trunk.dim)
     rng = np.random.default_rng(2)
     leaves = n_labels // 100
     mids = -(-leaves // 32)
@@ -334,6 +334,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--labels", type=int, default=10_000)
     ap.add_argument(
+        "--trunk", default="static", help="the trunk of the predict-cost bundle (static, minilm)"
+    )
+    ap.add_argument(
         "--parts",
         default=",".join(PARTS),
         help=f"which to run, of {','.join(PARTS)} (the others' figures are kept from the "
@@ -351,10 +354,14 @@ def main() -> None:
         result["real"] = real | {"systems": kept | real["systems"]}
         out.write_text(json.dumps(result, indent=1) + "\n")
     if parts & {"training", "predict"}:
-        result["training"], head = training_at_scale()
+        from manyheads.trunks import load_trunk
+
+        suffix = "" if args.trunk == "static" else f" ({args.trunk})"
+        dim = int(load_trunk(args.trunk).dim)
+        result["training" + suffix], head = training_at_scale(dim)
         out.write_text(json.dumps(result, indent=1) + "\n")
         if "predict" in parts:
-            result["predict"] = predict_cost(head)
+            result["predict" + suffix] = predict_cost(head, args.trunk)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

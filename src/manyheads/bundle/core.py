@@ -389,7 +389,9 @@ class Bundle(InProduction, Tiered, Fitting):
         weighted by length.
 
         ``scores``: the class scores each answer keeps: every class's (``"all"``), the
-        best five, highest first (``"top"``), or none (``"none"``: no ``scores`` key).
+        best five, highest first (``"top"``), the best ``k`` (a count), or none
+        (``"none"``: no ``scores`` key). A tree head (``head="tree"``) answers from each
+        text's best labels only: ``"all"`` keeps its best five.
         """
         _, fused, names, checked = self._asked(texts, heads, scores)
         answer = self._answering(fused, names, use_cache, max_chars, scores)
