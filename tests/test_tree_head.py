@@ -1,6 +1,7 @@
 """The tree head (``head="tree"``): a label tree searched by beam, for extreme label
 spaces. Real data: which Debian package (1,500 of them) a package's one-line summary
-belongs to, learnt from the packages' full descriptions."""
+belongs to, learnt from the packages' full descriptions, on the `static` trunk (its
+table distilled from MiniLM once for the module: those tests are marked heavy)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,22 @@ def _summary(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def packages(debian_rows):
+def static_cache(tmp_path_factory):
+    """One cache folder for this module, so the `static` table is distilled once."""
+    patch = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("static-cache")
+    patch.setenv("MANYHEADS_CACHE_DIR", str(folder))
+    yield folder
+    patch.undo()
+
+
+@pytest.fixture(autouse=True)
+def _one_static_table(_isolated_cache, static_cache, monkeypatch):
+    monkeypatch.setenv("MANYHEADS_CACHE_DIR", str(static_cache))
+
+
+@pytest.fixture(scope="module")
+def packages(static_cache, debian_rows):
     """A static-trunk bundle with a dense section head and a tree head over 1,500
     packages (labels), and the rows."""
     texts = [r["text"] for r in debian_rows]
@@ -44,6 +60,7 @@ def _p_at(bundle: Bundle, rows: list[dict], k: int) -> float:
     )
 
 
+@pytest.mark.heavy
 def test_tree_head_finds_a_package_from_its_summary(packages):
     b, rows = packages
     probe = rows[:300]
@@ -56,6 +73,7 @@ def test_tree_head_finds_a_package_from_its_summary(packages):
     assert spec.W1.shape[1] == int(spec.tree.start[1])  # the root's columns are fused
 
 
+@pytest.mark.heavy
 def test_tree_and_dense_heads_answer_in_one_trunk_pass(packages, monkeypatch):
     b, rows = packages
     calls = []
@@ -74,6 +92,7 @@ def test_tree_and_dense_heads_answer_in_one_trunk_pass(packages, monkeypatch):
         assert answer["package"]["score"] == scores[0]
 
 
+@pytest.mark.heavy
 def test_tree_head_saves_loads_and_keeps_its_answers(packages, tmp_path):
     b, rows = packages
     probe = [_summary(r["text"]) for r in rows[:50]]
@@ -85,6 +104,7 @@ def test_tree_head_saves_loads_and_keeps_its_answers(packages, tmp_path):
     assert "labels" in record and len(record["labels"]) == 1500
 
 
+@pytest.mark.heavy
 def test_int8_weights_agree_with_float16(packages):
     b, rows = packages
     half = b.heads["package"]
@@ -97,6 +117,7 @@ def test_int8_weights_agree_with_float16(packages):
     assert (a == c).mean() > 0.95
 
 
+@pytest.mark.heavy
 def test_record_round_trip_and_digest(packages):
     b, rows = packages
     head = b.heads["package"]
@@ -107,9 +128,11 @@ def test_record_round_trip_and_digest(packages):
     assert (head.predict_proba(X) != again.predict_proba(X)).nnz == 0
 
 
+@pytest.mark.heavy
 def test_multilabel_tree_head_answers_label_sets(debian_rows):
-    texts = [r["text"] for r in debian_rows]
-    labels = [sorted({r["section"], *r["role"]}) for r in debian_rows]
+    rows = debian_rows[:600]
+    texts = [r["text"] for r in rows]
+    labels = [sorted({r["section"], *r["role"]}) for r in rows]
     b = Bundle(trunk="static", cache=None)
     summary = b.fit_head("tags", texts, labels, kind="multilabel", head="tree")
     for key in ("precision@1", "recall@5", "ndcg@3"):
@@ -123,6 +146,7 @@ def test_multilabel_tree_head_answers_label_sets(debian_rows):
         assert all(a["tags"]["scores"][lab] >= threshold for lab in a["tags"]["labels"])
 
 
+@pytest.mark.heavy
 def test_eval_reports_precision_recall_and_ndcg_at_k(packages, tmp_path):
     b, rows = packages
     probe = rows[:200]
@@ -140,6 +164,7 @@ def test_eval_reports_precision_recall_and_ndcg_at_k(packages, tmp_path):
     assert "precision@5" in page and 'id="head-package"' in page
 
 
+@pytest.mark.heavy
 @pytest.mark.heavy
 def test_label_job_writes_each_rows_best_k(packages, tmp_path, capsys):
     b, rows = packages
@@ -170,18 +195,20 @@ def test_top_k_past_the_labels_is_refused():
         check_top_k(0, 12)
 
 
+@pytest.mark.heavy
 def test_labels_past_the_memory_bound_are_refused_before_any_trunk_pass(monkeypatch):
-    b = Bundle(trunk="static", cache=None, limits=HeadLimits(max_tree_bytes=2**20))
+    b = Bundle(trunk="static", cache=None, limits=HeadLimits(max_tree_bytes=2**16))
     calls = []
     monkeypatch.setattr(b.trunk, "encode", lambda *a, **k: calls.append(1))
-    texts = [f"text {i}" for i in range(5000)]
-    with pytest.raises(DataError, match=r"head 'big': a tree head of 5,000 labels on 256-wide"):
-        b.fit_head("big", texts, [str(i) for i in range(5000)], head="tree")
+    texts = [f"text {i}" for i in range(200)]
+    with pytest.raises(DataError, match=r"head 'big': a tree head of 200 labels on 256-wide"):
+        b.fit_head("big", texts, [str(i) for i in range(200)], head="tree")
     assert not calls and "big" not in b.heads
     with pytest.raises(DataError, match=r"10,000,000 labels .* \(the max_tree_bytes limit\)"):
         HeadLimits().check_tree(10_000_000, 384, "float16", "head 'big'")
 
 
+@pytest.mark.heavy
 def test_a_tree_head_refuses_sparse_vectors_and_bad_settings(debian_rows):
     texts = [r["text"] for r in debian_rows[:200]]
     b = Bundle(trunk="hashing", cache=None)
@@ -231,6 +258,7 @@ def test_beam_search_matches_the_full_product_when_the_beam_holds_everything():
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
 
 
+@pytest.mark.heavy
 def test_onnx_graph_holds_the_dense_heads_only(packages):
     b, _ = packages
     fused = b.fused_heads
@@ -241,6 +269,7 @@ def test_onnx_graph_holds_the_dense_heads_only(packages):
         fused.from_first_layer(np.zeros((1, fused.W.shape[1]), np.float32), ["package"])
 
 
+@pytest.mark.heavy
 @pytest.mark.heavy
 def test_a_tree_head_is_hot_added_to_a_running_service(packages, tmp_path, start_server):
     httpx = pytest.importorskip("httpx")
@@ -273,6 +302,7 @@ def test_head_auto_makes_a_tree_above_the_extreme_label_count():
     assert candidate_types("tree", 3) == ["tree"]
 
 
+@pytest.mark.heavy
 def test_fused_heads_from_records_build_the_tree(packages):
     b, _ = packages
     record, tensors = b.export_head("package")
@@ -295,6 +325,7 @@ def test_label_vectors_must_fit(debian_rows):
         ({"threshold": 2}, "bad threshold 2"),
     ],
 )
+@pytest.mark.heavy
 def test_a_stored_tree_heads_search_settings_are_checked(packages, bad, message):
     b, _ = packages
     record, tensors = b.export_head("package")
