@@ -332,3 +332,19 @@ def test_a_stored_tree_heads_search_settings_are_checked(packages, bad, message)
     record = dict(record, params=dict(record["params"], **bad))
     with pytest.raises(DataError, match=f"head 'package': tree head record has a {message}"):
         FusedHeads.from_records({"package": (record, tensors)})
+
+
+@pytest.mark.heavy
+def test_a_tree_head_learns_the_labels_only_its_validation_rows_have(static_cache, debian_rows):
+    rows = debian_rows[:300]
+    b = Bundle(trunk="static", cache=None)
+    b.fit_head(
+        "package",
+        [r["text"] for r in rows[:250]],
+        [r["package"] for r in rows[:250]],
+        head="tree",
+        val_texts=[r["text"] for r in rows[250:]],
+        val_labels=[r["package"] for r in rows[250:]],
+    )
+    known = set(b.heads["package"].classes_.tolist())
+    assert {r["package"] for r in rows} <= known

@@ -198,20 +198,18 @@ class TreeType(HeadType):
     ) -> dict[str, np.ndarray]:
         if kind not in ("multiclass", "multilabel"):
             raise DataError(f"a tree head is multiclass or multilabel, not {kind}")
-        return self.tree(kind, tensors, n_labels).tensors()
+        found = self._attr("tree:LabelTree").check(tensors, n_labels, kind == "multiclass")
+        return dict(found.tensors())
 
     def tree(self, kind: str, tensors: Mapping[str, np.ndarray], n_labels: int) -> Any:
-        """The stored tree, every index checked (:class:`manyheads.heads.tree.LabelTree`;
+        """The tree of a checked record's tensors (:class:`manyheads.heads.tree.LabelTree`;
         a multiclass head's children share a softmax)."""
-        return self._attr("tree:LabelTree").check(tensors, n_labels, kind == "multiclass")
+        return self._attr("tree:LabelTree").of(tensors, kind == "multiclass")
 
     def layers(self, tensors: Mapping[str, np.ndarray], temperature: float) -> Layers:
-        start = np.asarray(tensors["start"])
-        m = int(start[1])
-        w = np.asarray(tensors["weights"][:m]).astype(np.float32)
-        if "scales" in tensors:
-            w *= np.asarray(tensors["scales"][:m], dtype=np.float32)[:, None]
-        return w.T, np.asarray(tensors["bias"][:m], dtype=np.float32), None, None
+        root = self._attr("tree:LabelTree").of(tensors, True)
+        m = int(root.start[1])
+        return root.rows(0, m), root.bias[:m], None, None
 
     def own_settings(self, settings: Any) -> dict[str, Any]:
         return {

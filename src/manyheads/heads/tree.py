@@ -201,6 +201,19 @@ class LabelTree:
             exclusive,
         )
 
+    @classmethod
+    def of(cls, tensors: Mapping[str, np.ndarray], exclusive: bool) -> LabelTree:
+        """A tree from tensors :meth:`check` has already judged (a checked record's)."""
+        scales = tensors.get("scales")
+        return cls(
+            tensors["start"],
+            tensors["children"],
+            tensors["weights"],
+            None if scales is None else np.asarray(scales, dtype=np.float32),
+            np.asarray(tensors["bias"], dtype=np.float32),
+            exclusive,
+        )
+
 
 def _log_links(z: np.ndarray, exclusive: bool) -> np.ndarray:
     """Log-probabilities of children from their logits (rows: one parent each)."""

@@ -364,7 +364,7 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
         raise DataError(f"tree head record has a bad parameter: {exc}") from None
     _, route, threshold = search_params(params)
     head.classes_ = np.asarray(checked.labels)
-    head.tree_ = LabelTree.check(checked.tensors, len(checked.labels), checked.kind.exclusive)
+    head.tree_ = LabelTree.of(checked.tensors, checked.kind.exclusive)
     head.temperature_ = 1.0
     head.threshold_ = threshold
     head.route_ = route

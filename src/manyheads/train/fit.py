@@ -381,10 +381,11 @@ def fit_head(
         refit = s.refit
         if refit is None:  # default: multiclass heads only (see the docstring)
             refit = head_kind.exclusive and soft is None
-        if extreme and refit is not False and len(y_val):
-            # a tree head learns every label, those of the validation rows too
+        if extreme and refit is not False and X_all.shape[0] > X.shape[0]:
+            # a tree head learns every label, those of the validation rows too (X_all:
+            # every row given, validation rows included, even those of unseen labels)
             chosen_on_val = model.threshold_, model.route_
-            model.fit(_vstack(X, X_val) if val_texts is not None else X_all, labels_all)
+            model.fit(X_all, labels_all)
             model.threshold_, model.route_ = chosen_on_val
         if refit and len(y_val) and isinstance(model, LinearHead):
             X_fit = _vstack(X, X_val) if val_texts is not None else X_all
