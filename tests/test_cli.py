@@ -170,6 +170,11 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
             ["--task", "section", "--head", "forest"],
             "--head must be one of linear, mlp, tree, auto",
         ),
+        (["--task", "section", "--head", "tree", "--beam", "0"], "--beam must be an integer >= 1"),
+        (
+            ["--task", "section", "--head", "tree", "--precision", "int4"],
+            "--precision must be one of float16, int8, got 'int4'",
+        ),
         (
             ["--task", "section", "--thresholds", "recall"],
             "--thresholds must be one of f1, f0.5, accuracy, got 'recall'",

@@ -185,6 +185,11 @@ def test_label_job_writes_each_rows_best_k(packages, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     want = f"--top-k (head 'package') is 101; a tree head answers at most its best {KEEP}"
     assert err[-1] == f"manyheads: error: {want}"
+    assert (
+        main(["label", str(data), "-b", str(tmp_path / "b"), "-o", str(bad), "--top-k", "0"]) == 1
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "manyheads: error: --top-k must be a positive integer, got 0"
     assert not bad.exists()
 
 

@@ -131,7 +131,9 @@ def check_scores(scores: Any) -> Scores:
     """Refuse (one line) a ``scores`` choice other than all, top, none and a count."""
     if isinstance(scores, int) and not isinstance(scores, bool):
         if scores < 1:
-            raise ConfigError(f"top_k must be a positive integer, got {scores!r}")
+            raise ConfigError(
+                f"{{top_k}} must be a positive integer, got {scores!r}", options=("top_k",)
+            )
         return int(scores)
     if scores not in SCORES:
         raise ConfigError(f"scores must be one of {', '.join(SCORES)}, got {scores!r}")
