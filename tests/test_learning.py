@@ -231,6 +231,26 @@ def test_history_is_bounded(folder: Path, debian_rows: list) -> None:
     assert len(list((folder / "history").glob("*.safetensors"))) == 2
 
 
+def test_a_promoted_head_learns_its_held_back_corrections_too(
+    folder: Path, debian_rows: list
+) -> None:
+    """The candidate is judged without the held-back corrections, then refitted with
+    them: a label that only a held-back correction names is known after the update."""
+    old, new = _split(debian_rows)
+    bundle = Bundle.load(folder)
+    known = iter(old)
+    next_id = 1
+    while not _held(next_id, 0, 0.2):  # known labels until the next id is held back
+        row = next(known)
+        bundle.add_feedback([row["text"]], {"section": [row["section"]]})
+        next_id += 1
+    bundle.add_feedback([new[0]["text"]], {"section": ["brand-new"]})
+    (section,) = bundle.update_heads(["section"]).heads
+    assert section.promoted and section.rows_held_back >= 1, section.reason
+    classes = Bundle.load(folder).heads["section"].classes_.tolist()
+    assert "brand-new" in classes
+
+
 def test_update_settings_are_checked(folder: Path) -> None:
     bundle = Bundle.load(folder)
     with pytest.raises(ConfigError, match="held_back must be between 0 and 1, got 1.5"):
@@ -263,7 +283,8 @@ def test_a_warm_update_starts_from_the_head_and_walks_its_C(
     assert section.fit == "warm" and section.promoted, section.reason
     info = Bundle.load(folder).head_info["section"]
     assert info["fit"]["C_rows"] == len(old_rows) and info["refit"]["how"] == "warm"
-    assert info["refit"]["rows"] == len(old_rows) + 40 - section.rows_held_back
+    # judged without the held-back corrections, then refitted with them too
+    assert section.rows_held_back and info["refit"]["rows"] == len(old_rows) + 40
     # new labels: C walked on a validation split, the reference answered there again
     fresh = new[:200]
     bundle = Bundle.load(folder)

@@ -59,9 +59,11 @@ class Fitting:
         groups: Sequence[Any] | None = None,
         seed: int = 0,
         features: Any = None,
+        search: bool = True,
     ) -> Any:
         """Fit linear head ``name`` again from its weights on all its rows (a searched C
-        walked from its value; part weights kept; a new label grows it): see
+        walked from its value unless ``search`` is false; part weights kept; a new label
+        grows it): see
         :func:`manyheads.train.fit.refit_head`. None for a head that is not linear."""
         from ..train.fit import refit_head
 
@@ -73,6 +75,7 @@ class Fitting:
             groups=groups,
             seed=seed,
             features=features,
+            search=search,
         )
 
     def add_head_from_labels(

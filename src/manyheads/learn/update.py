@@ -36,11 +36,15 @@ update has judged yet:
    one class, say) and lets one through that traded a little in-sample fit for the
    traffic now. With no held-back corrections the kept rows decide alone, at
    ``margin``; with no rows at all nothing is promoted.
-5. The candidate judged is the head promoted: saved with the next generation, its
-   predecessor kept in its history. Its kept training data holds every correction it
-   was judged with, the held-back ones too, so the next update learns from them. A
-   kept head records that its corrections were judged, so they count again only with
-   new ones.
+5. A promoted linear head then learns the held-back corrections too: the candidate
+   judged is fitted again, from its weights, on every row (its C, temperature and
+   thresholds kept; a label only the held-back rows have grows it by one output), as a
+   model chosen on held-out rows is refitted on all of them. A correction thus helps
+   the very next answers, not those after the next update (on the stream of
+   ``bench/stream.py`` this is what lets an update learn a new language as soon as a
+   retrain does). It is saved with the next generation, its predecessor kept in its
+   history, and its kept training data holds every correction. A kept head records
+   that its corrections were judged, so they count again only with new ones.
 
 The report says per head: rows used, the scores before and after on each set,
 promoted or kept, and why.
@@ -58,6 +62,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..evaluate.holdout import outcome
+from ..trunks.base import stack_rows
 
 __all__ = ["HeadUpdate", "UpdateReport", "UpdateSettings", "update_heads"]
 
@@ -217,7 +222,29 @@ def _rows_of(kept: Any, rows: Sequence[Any], name: str) -> tuple[list, list, lis
     return texts, labels, groups
 
 
-def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) -> HeadUpdate:
+class _Vectors:
+    """The trunk's vectors of texts, each text encoded once for all the heads an update
+    fits (one pass, or the cache's rows, for every text: a trunk that is not cached,
+    such as ``static``, would otherwise encode a head's kept rows once per head)."""
+
+    def __init__(self, bundle: Any) -> None:
+        self.bundle = bundle
+        self.matrix: Any = None  # every text's vector so far (dense, or CSR)
+        self.row: dict[str, int] = {}
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        todo = list(dict.fromkeys(t for t in texts if t not in self.row))
+        if todo:
+            block = self.bundle.embed(todo)
+            start = 0 if self.matrix is None else self.matrix.shape[0]
+            self.matrix = block if self.matrix is None else stack_rows(self.matrix, block)
+            self.row.update((t, start + i) for i, t in enumerate(todo))
+        return self.matrix[[self.row[t] for t in texts]]
+
+
+def _update_one(
+    bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings, vectors: _Vectors
+) -> HeadUpdate:
     t0 = time.perf_counter()
     info = bundle.head_info[name]
     marks = dict(info.get("feedback") or {})
@@ -239,9 +266,8 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
     texts, labels, groups = _rows_of(kept, rest, name)
     n_kept = 0 if kept is None else len(kept[0])
     pick = np.random.default_rng(s.seed).permutation(n_kept)[: s.max_old_rows]
-    # one trunk pass (the cache's, for texts seen before): the rows to fit (the kept
-    # ones first), then the held-back corrections
-    X = bundle.embed(texts + [r.text for r in held])
+    # the rows to fit (the kept ones first), then the held-back corrections
+    X = vectors(texts + [r.text for r in held])
     held_rows = np.arange(len(texts), len(texts) + len(held))
     candidate = bundle.copy()
     fit = "warm"
@@ -269,6 +295,11 @@ def _update_one(bundle: Any, name: str, rows: Sequence[Any], s: UpdateSettings) 
     marks = {"through": through, "tried": max(r.id for r in pending)}
     if promoted:
         marks["through"] = marks["tried"]
+    if promoted and held and fit == "warm" and not s.dry_run:
+        every = _rows_of(kept, rest + held, name)  # the rows of X, in its order
+        candidate.refit_head(
+            name, every[0], every[1], groups=every[2], seed=s.seed, features=X, search=False
+        )
     if not s.dry_run:
         if promoted:
             data = _rows_of(kept, pending, name)
@@ -304,4 +335,5 @@ def update_heads(
     s = settings or UpdateSettings()
     names = bundle.resolve_heads(heads)
     rows = bundle.feedback_rows()
-    return UpdateReport([_update_one(bundle, name, rows, s) for name in names], s.dry_run)
+    vectors = _Vectors(bundle)
+    return UpdateReport([_update_one(bundle, name, rows, s, vectors) for name in names], s.dry_run)

@@ -25,7 +25,7 @@ from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
 from ..learn.drift import head_reference
-from ..trunks.base import check_texts
+from ..trunks.base import check_texts, stack_rows
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
 from .settings import FitSettings, HeadSummary
 from .zero_shot import made_from, made_info, prior_of
@@ -118,12 +118,6 @@ def split(
         val_fraction=fraction,
         seed=seed,
     )
-
-
-def _vstack(a: Features, b: Features) -> Features:
-    if sp.issparse(a) or sp.issparse(b):
-        return sp.vstack([sp.csr_matrix(a), sp.csr_matrix(b)], format="csr")
-    return np.concatenate([a, b])
 
 
 def _dense(X: Any) -> np.ndarray:
@@ -388,7 +382,7 @@ def fit_head(
             model.fit(X_all, labels_all)
             model.threshold_, model.route_ = chosen_on_val
         if refit and len(y_val) and isinstance(model, LinearHead):
-            X_fit = _vstack(X, X_val) if val_texts is not None else X_all
+            X_fit = stack_rows(X, X_val) if val_texts is not None else X_all
             y_fit = list(y) + list(y_val) if val_texts is not None else labels
             soft_all = None if soft is None or val_texts is not None else (soft_names, soft)
             model.refit_keeping_calibration(X_fit, y_fit, soft_target=soft_all)
@@ -472,6 +466,7 @@ def refit_head(
     groups: Sequence[Any] | None = None,
     seed: int = 0,
     features: Any = None,
+    search: bool = True,
 ) -> HeadSummary | None:
     """Fit linear head ``name`` of ``bundle`` again on ``texts`` / ``labels`` (all its
     rows, the kept and the new), starting from its weights, with its part weights kept.
@@ -480,7 +475,8 @@ def refit_head(
     walks C from the value it has on a
     validation split (``groups`` as in :func:`fit_head`; the same share as its first
     fit), its temperature and thresholds fitted there again, then is fitted on all
-    rows; otherwise (and with a fixed C) it keeps its C, temperature and thresholds. A label it did
+    rows; otherwise (with a fixed C, and with ``search`` false) it keeps its C,
+    temperature and thresholds. A label it did
     not know grows it by one output, starting at zero weights (a binary or multilabel
     threshold of 0.5). Every fit starts from the last one's weights and the
     temperature is not cross-fitted: what an update does by default, in a fraction of
@@ -524,7 +520,7 @@ def refit_head(
         searched = recipe.get("C_rows")
         grown = not isinstance(searched, int) or len(texts) >= SEARCH_AGAIN * searched
         learnt = set(distinct_labels(head_kind, labels)) - set(old.classes_.tolist())
-        walked = model.C == "auto" and fraction > 0 and (grown or bool(learnt))
+        walked = search and model.C == "auto" and fraction > 0 and (grown or bool(learnt))
         if walked:  # C walked from its value, calibrated again
             train_idx, val_idx = split(head_kind, labels, groups, fraction, seed)
             if len(val_idx):

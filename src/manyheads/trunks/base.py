@@ -61,6 +61,15 @@ class Trunk(Protocol):
 Features: TypeAlias = "np.ndarray | sp.csr_matrix"
 
 
+def stack_rows(a: Features, b: Features) -> Features:
+    """The rows of ``a``, then those of ``b``: dense, or CSR when either is sparse."""
+    import scipy.sparse as sparse
+
+    if sparse.issparse(a) or sparse.issparse(b):
+        return sparse.vstack([sparse.csr_matrix(a), sparse.csr_matrix(b)], format="csr")
+    return np.concatenate([a, b])
+
+
 class SpecFile(NamedTuple):
     """A file of the bundle folder that a trunk spec names: ``what`` it is (as messages
     say it), its ``path`` as the spec holds it, and whether the spec must pin it by its
