@@ -339,6 +339,9 @@ def few_shot(
                 ),
                 flush=True,
             )
+        out[task] = row
+        if "many" in args.skip.split(","):
+            continue
         # many: every training row
         x, y = [r["text"] for r in t["pool"]], [r["y"] for r in t["pool"]]
         g = [r["group"] for r in t["pool"]]
@@ -352,7 +355,6 @@ def few_shot(
             f"few-shot {task:8s} many ({len(x)} rows): "
             + "; ".join(f"{a} {v:.3f}" for a, v in many.items())
         )
-        out[task] = row
     return out
 
 
@@ -432,7 +434,11 @@ def main() -> None:
     ap.add_argument("--C", default="auto", help="C of the few-shot heads: auto or a number")
     ap.add_argument("--cost-texts", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--skip", default="", help="parts to skip: zero,few,cost")
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="parts to skip: zero,few,cost; many (the few-shot heads on every training row)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")

@@ -172,6 +172,21 @@ def test_the_prior_pulls_the_weights_of_a_label_without_rows_to_its_own() -> Non
         LinearHead(prior=LinearHead()).fit(X, y)
 
 
+def test_rows_that_mislead_leave_the_prior_standing() -> None:
+    """With a prior, C="auto" may walk below the 1/64 a head without one stops at: rows
+    that disagree with what validation rows say keep the head at the prior's answers
+    (a few examples must never make a head from names worse)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 6)).astype(np.float32)
+    truth = np.where(X[:, 0] > 0, "a", "b")
+    prior = LinearHead(C=1.0).fit(X[:200], truth[:200])
+    few, val, test = slice(200, 212), slice(212, 300), slice(300, 400)
+    flipped = np.where(truth[few] == "a", "b", "a")  # every example wrong
+    head = LinearHead(C="auto", prior=prior).fit(X[few], flipped, X_val=X[val], y_val=truth[val])
+    assert head.C_ < 1 / 64
+    assert (head.predict(X[test]) == prior.predict(X[test])).mean() >= 0.98
+
+
 def test_corrections_update_a_head_made_from_names(minilm_bundle: Bundle, tmp_path: Path) -> None:
     b = minilm_bundle.copy()
     b.add_head_from_labels("topic", TOPICS)

@@ -24,6 +24,9 @@ from .settings import HEAD_RULES
 from .solver import LinearSolution, fit_sigmoid, fit_softmax
 
 _C_MIN, _C_MAX = 1.0 / 64, 1024.0
+# with a prior, C may fall this low: the penalty then holds the weights at the prior's
+# (the head made from label names), which a few rows may not beat
+_C_MIN_PRIOR = 1.0 / 4096
 
 __all__ = ["LinearHead", "head_from_record", "head_to_record"]
 
@@ -278,11 +281,13 @@ class LinearHead(HeadBase):
 
     def _select_C(self, solve, warm, X_val, y_val):  # type: ignore[no-untyped-def]
         """Walk C by factors of 4 while the calibrated validation log-loss improves: from
-        1, or, warm-started, from the C chosen before."""
+        1, or, warm-started, from the C chosen before; within [1/64, 1024], or, with a
+        prior, [1/4096, 1024] (near the prior itself)."""
         X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)
+        low = _C_MIN if self.prior is None else _C_MIN_PRIOR
         start = float(getattr(self, "C_", 1.0)) if warm is not None else 1.0
-        start = min(max(start, _C_MIN), _C_MAX)
+        start = min(max(start, low), _C_MAX)
         if len(target) == 0:
             return start, solve(start, warm)
 
@@ -293,7 +298,7 @@ class LinearHead(HeadBase):
         results = {start: (score(first), first)}
         for factor in (4.0, 0.25):
             C, sol = start, first
-            while _C_MIN <= C * factor <= _C_MAX:
+            while low <= C * factor <= _C_MAX:
                 C *= factor
                 sol = solve(C, sol)
                 results[C] = (score(sol), sol)
