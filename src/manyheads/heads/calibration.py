@@ -12,6 +12,7 @@ from .thresholds import THRESHOLD_OBJECTIVES, tune_binary_threshold, tune_thresh
 __all__ = [
     "THRESHOLD_OBJECTIVES",
     "calibrated_nll",
+    "calibrated_row_nll",
     "expected_calibration_error",
     "fit_temperature",
     "sigmoid",
@@ -30,6 +31,12 @@ def calibrated_nll(logits: np.ndarray, y: np.ndarray, kind: str) -> tuple[float,
     """``(temperature, validation log-loss at that temperature)``."""
     temperature = fit_temperature(logits, y, kind)
     return temperature, _nll_function(logits, y, kind)(float(np.log(temperature)))
+
+
+def calibrated_row_nll(logits: np.ndarray, y: np.ndarray, kind: str) -> np.ndarray:
+    """Each validation row's log-loss at the temperature fitted on all of them."""
+    temperature = fit_temperature(logits, y, kind)
+    return kind_of(kind).row_nll(logits, y)(float(np.log(temperature)))
 
 
 def fit_temperature(logits: np.ndarray, y: np.ndarray, kind: str) -> float:

@@ -254,16 +254,23 @@ class Kind(str):
 
     def nll(self, logits: np.ndarray, y: np.ndarray) -> Callable[[float], float]:
         """The validation negative log-likelihood at a log-temperature."""
+        rows = self.row_nll(logits, y)
+        return lambda log_t: float(rows(log_t).mean())
+
+    def row_nll(self, logits: np.ndarray, y: np.ndarray) -> Callable[[float], np.ndarray]:
+        """Each validation row's negative log-likelihood at a log-temperature (here the
+        mean over the row's outputs, so the rows' mean is :meth:`nll`)."""
         from scipy.special import log_expit
 
         z = np.asarray(logits, dtype=np.float64)
         t = np.asarray(y, dtype=np.float64).reshape(z.shape)
 
-        def nll(log_t: float) -> float:
+        def rows(log_t: float) -> np.ndarray:
             s = z / np.exp(log_t)
-            return float(-(t * log_expit(s) + (1 - t) * log_expit(-s)).mean())
+            loss = -(t * log_expit(s) + (1 - t) * log_expit(-s))
+            return loss.reshape(len(z), -1).mean(axis=1)
 
-        return nll
+        return rows
 
     def tune_thresholds(self, proba: np.ndarray, target: np.ndarray, objective: str) -> Any:
         """Thresholds tuned on validation rows (``proba``: the sigmoid of each output,
@@ -324,17 +331,17 @@ class Multiclass(Kind):
     def soft_target(self, columns: np.ndarray) -> np.ndarray:
         return columns / np.maximum(columns.sum(axis=1, keepdims=True), 1e-12)
 
-    def nll(self, logits: np.ndarray, y: np.ndarray) -> Callable[[float], float]:
+    def row_nll(self, logits: np.ndarray, y: np.ndarray) -> Callable[[float], np.ndarray]:
         from scipy.special import log_softmax
 
         z = np.asarray(logits, dtype=np.float64)
         idx = np.asarray(y, dtype=np.int64)
-        rows = np.arange(len(idx))
+        at = np.arange(len(idx))
 
-        def nll(log_t: float) -> float:
-            return float(-log_softmax(z / np.exp(log_t), axis=1)[rows, idx].mean())
+        def rows(log_t: float) -> np.ndarray:
+            return -log_softmax(z / np.exp(log_t), axis=1)[at, idx]
 
-        return nll
+        return rows
 
     def target_dtype(self) -> Any:
         return np.int64

@@ -17,6 +17,7 @@ from ..errors import ConfigError, DataError
 from .base import HeadBase
 from .calibration import (
     calibrated_nll,
+    calibrated_row_nll,
 )
 from .kinds import PATH_SEP
 from .record import check_record
@@ -323,6 +324,18 @@ class LinearHead(HeadBase):
         if len(target) == 0:
             return float("inf")
         return self._calibrated_loss(X_val, target, self.coef_, self.intercept_)
+
+    def validation_losses(self, X_val: Any, y_val: Any) -> np.ndarray:
+        """Each row's log-loss of ``(X_val, y_val)`` at the temperature that minimises
+        their mean (:meth:`validation_loss`): the paired losses two heads are compared
+        on (``part_weights="auto"``)."""
+        check_is_fitted(self, "coef_")
+        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
+        X_val, target = self._known_validation(X_val, y_val)
+        if len(target) == 0:
+            return np.zeros(0)
+        z = self.head_kind.flat_logits(X_val @ self.coef_.T + self.intercept_)
+        return calibrated_row_nll(z, target, self.kind)
 
     def refit_keeping_calibration(
         self, X: Any, y: Any, *, soft_target: tuple[Sequence[Any], Any] | None = None

@@ -143,14 +143,14 @@ def _part_scale(
     first: LinearHead = make("linear")
     first.fit(X, y, X_val=X_val, y_val=y_val, soft_target=soft)
 
-    def loss(multipliers: np.ndarray) -> float:
+    def loss(multipliers: np.ndarray) -> np.ndarray:
         if (multipliers == 1).all():
-            return first.validation_loss(X_val, y_val)
+            return first.validation_losses(X_val, y_val)
         col = column_scale(dims, trunk.part_weights, multipliers)
         probe: LinearHead = make("linear")
         probe.set_params(C=first.C_)
         probe.fit(scale_columns(X, col), y, soft_target=soft)
-        return probe.validation_loss(scale_columns(X_val, col), y_val)
+        return probe.validation_losses(scale_columns(X_val, col), y_val)
 
     multipliers, tried = choose_multipliers(loss, len(dims))
     report = {
