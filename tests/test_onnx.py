@@ -232,10 +232,16 @@ def test_int8_minilm_agrees_with_fp32_on_real_texts(tmp_path, debian_rows, debia
     for variant in ("old", "new"):
         got = Bundle.load(tmp_path / variant, cache=None).predict_proba(test)
         agree[variant] = {n: float((want[n].argmax(1) == got[n].argmax(1)).mean()) for n in want}
-    # measured (bench/RESULTS.md): int8 alone ~0.95-0.97 on a 50-way section head
+    # measured (bench/RESULTS.md): int8 alone ~0.95-0.97 on a 50-way section head; with
+    # the recheck 0.983 here (0.990 when the twin kept float32 weights)
     assert agree["old"]["section"] >= 0.93, agree
-    assert agree["new"]["section"] >= 0.985, agree
+    assert agree["new"]["section"] >= 0.975, agree
     assert agree["new"]["library"] >= 0.99, agree
+    # the twin is stored at about the int8 graph's size, not the fp32 graph's
+    spec = json.loads((tmp_path / "new" / "bundle.json").read_text())["trunk"]["spec"]
+    twin_mb = (tmp_path / "new" / spec["recheck"]["file"]).stat().st_size / 1e6
+    int8_mb = (tmp_path / "new" / spec["file"]).stat().st_size / 1e6
+    assert twin_mb < 1.2 * int8_mb and twin_mb < 30, (twin_mb, int8_mb)
     print("int8 label agreement", agree)
 
 
@@ -256,8 +262,9 @@ def test_int8_recheck_format_round_trip(trained, tmp_path, debian_test_rows):
     assert copy.trunk.recheck == recheck and (tmp_path / "copy" / recheck["file"]).is_file()
     texts = [r["text"] for r in debian_test_rows[:40]]
     got = copy.predict_proba(texts)
-    # margins of infinity: every text is rechecked, so the answers are the fp32 graph's
-    # (one text per call there, batches here: within the fp32 parity tolerance)
+    # margins of infinity: every text is rechecked, so the answers are the twin's; the
+    # tiny model's weight matrices are all below SMALL_WEIGHTS, so its twin computes as
+    # the fp32 graph (one text per call there, batches here: the fp32 parity tolerance)
     for entry in copy.trunk.recheck["heads"].values():
         entry["margin"] = float("inf")
     fp32 = Bundle.load(root / "exported", cache=None).predict_proba(texts)
@@ -350,7 +357,9 @@ def test_cli_export_then_predict_eval_and_list(tmp_path, trained, debian_test_ro
     out = tmp_path / "cli-export"
     assert main(["export", "-b", str(root / "source"), "--out", str(out), "--int8"]) == 0
     said = capsys.readouterr().out
-    assert "int8, with the float32 graph kept beside" in said and "--no-recheck writes" in said
+    assert (
+        "int8, with a float-arithmetic twin kept beside" in said and "--no-recheck writes" in said
+    )
     assert main(["predict", "-b", str(out), "python bindings for libxml2"]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert {"section", "library", "role"} <= set(answer)

@@ -18,16 +18,17 @@ from .options import BUNDLE, command, option, take
         "int8",
         bool,
         "--int8",
-        "Quantise the encoder's weights to int8 (dynamic); the float graph is kept too and "
-        "answers again the texts some head is unsure of (calibrated on the kept training "
-        "texts), so the folder is about 4x the int8 graph alone (MiniLM: ~119 MB, not ~28).",
+        "Quantise the encoder's weights to int8 (dynamic); a float-arithmetic twin (its "
+        "weights stored as int8) is kept too and answers again the texts some head is unsure "
+        "of (calibrated on the kept training texts), so the folder is about twice the int8 "
+        "graph alone (MiniLM: ~52 MB, not ~28).",
         False,
     ),
     option(
         "no_recheck",
         bool,
         "--no-recheck",
-        "With --int8: keep no float graph; int8 answers every text (about a quarter of the size).",
+        "With --int8: keep no float twin; int8 answers every text (about half the size).",
         False,
     ),
 )
@@ -41,8 +42,8 @@ def export(**options: Any) -> None:
     typer.echo(
         f"exported {bundle} to {folder} ({size / 1e6:.1f} MB{', int8' if int8 else ''}"
         + (
-            ", with the float32 graph kept beside the int8 one to answer unsure texts again; "
-            "--no-recheck writes the int8 graph alone, about a quarter of the size)"
+            ", with a float-arithmetic twin kept beside the int8 graph to answer unsure texts "
+            "again; --no-recheck writes the int8 graph alone, about half the size)"
             if kept
             else ")"
         )

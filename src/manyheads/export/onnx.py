@@ -16,11 +16,13 @@ the bundle applies heads the graph lacks to the graph's embedding in numpy.
 
 With ``int8=True`` the encoder's weights are quantised with onnxruntime's
 dynamic quantisation (per channel); the heads stay float32. Unless
-``recheck=False``, the float32 graph is kept beside the int8 one, with a margin
-per head measured on calibration texts (the heads' kept training texts): a
-text some head answers within its margin of changing is answered again by the
-float graph (:mod:`manyheads.bundle.recheck`), so int8 keeps the float labels
-at most of int8's speed.
+``recheck=False``, a float-arithmetic twin is kept beside the int8 graph (its
+weights stored as int8, one scale per output column, turned back into float32
+inside the graph: about the int8 graph's size), with a margin per head measured
+on calibration texts (the heads' kept training texts): a text some head answers
+within its margin of changing is answered again by the twin
+(:mod:`manyheads.bundle.recheck`), so int8 keeps the float labels at most of
+int8's speed.
 
 For a composite trunk (``minilm+tfidf``) the graph holds the transformer part
 only and gives its embedding; the other parts run beside it in numpy and the
@@ -178,6 +180,64 @@ def _quantize(source: Path, target: Path, exclude: list[str]) -> None:
         logging.getLogger().setLevel(quiet)
 
 
+# a weight matrix with fewer entries stays float32 in the twin: a small share of a real
+# encoder's size (MiniLM's smallest matrices hold 147,456), not worth moving answers for
+SMALL_WEIGHTS = 65_536
+
+
+def _weights_int8(model: Any, exclude: Sequence[str]) -> None:
+    """Make ``model`` (an ONNX model, changed in place) the int8 graph's twin for
+    rechecks, stored at about the int8 graph's size: every large weight matrix of a
+    matrix product (and the embedding table of a lookup) is kept as int8 with one
+    symmetric scale per output column (per row of a table) and turned back into float32
+    inside the graph (``DequantizeLinear``); the arithmetic stays float32. Dynamic int8
+    moves answers mostly by quantising the activations, each text's own; the weights'
+    rounding alone moves them far less (measured in bench/RESULTS.md). The nodes named
+    in ``exclude`` (window averaging, heads) keep their float32 weights."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    skip = set(exclude)
+    users: dict[str, list[tuple[str, int, str]]] = {}
+    for node in graph.node:
+        for slot, name in enumerate(node.input):
+            users.setdefault(name, []).append((node.op_type, slot, node.name))
+    dequantise = []
+    for init in list(graph.initializer):
+        seen = users.get(init.name, [])
+        lookup = bool(seen) and all(op == "Gather" and slot == 0 for op, slot, _ in seen)
+        product = bool(seen) and all(op == "MatMul" and slot == 1 for op, slot, _ in seen)
+        if not (lookup or product) or any(name in skip for _, _, name in seen):
+            continue
+        W = numpy_helper.to_array(init)
+        if W.dtype != np.float32 or W.ndim != 2 or W.size < SMALL_WEIGHTS:
+            continue
+        axis = 0 if lookup else 1  # a table's rows, a product's output columns
+        peak = np.abs(W).max(axis=1 - axis)
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        shaped = scale[:, None] if lookup else scale[None, :]
+        q = np.clip(np.rint(W / shaped), -127, 127).astype(np.int8)
+        graph.initializer.remove(init)
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(q, init.name + "/int8"),
+                numpy_helper.from_array(scale, init.name + "/scale"),
+                numpy_helper.from_array(np.zeros_like(scale, np.int8), init.name + "/zero"),
+            ]
+        )
+        dequantise.append(
+            helper.make_node(
+                "DequantizeLinear",
+                [init.name + "/int8", init.name + "/scale", init.name + "/zero"],
+                [init.name],
+                axis=axis,
+                name=init.name + "/dequantize",
+            )
+        )
+    for node in reversed(dequantise):
+        graph.node.insert(0, node)
+
+
 # -- the whole bundle ------------------------------------------------------------
 
 
@@ -306,8 +366,8 @@ def _export_into(
     atomic_write_bytes(full, serialize(model))
     encoder.unlink()
     graph = work / "graph.onnx"
+    tail = [n.name for n in model.graph.node if n.name.startswith((POOL, HEADS))]
     if int8:
-        tail = [n.name for n in model.graph.node if n.name.startswith((POOL, HEADS))]
         _quantize(full, graph, tail)
     else:
         full.rename(graph)
@@ -336,6 +396,8 @@ def _export_into(
     )
     exported = OnnxTrunk(work, described)
     if int8 and calibration is not None:
+        _weights_int8(model, tail)
+        atomic_write_bytes(full, serialize(model))
         twin_file, twin_sha = named(full)
         twin = OnnxTrunk(
             work, described.replace(file=twin_file, sha256=twin_sha, quantization=None)
