@@ -138,6 +138,8 @@ def real_task(n_labels: int, parts: set[str], work: Path) -> dict:
         }
         print(label, systems[label], flush=True)
 
+    if "trees" in parts or "trees-int4" in parts:
+        tree_run("tree (rows' mean), int4", precision="int4")
     if "trees" in parts:
         tree_run("tree (rows' mean)")
         tree_run("tree (rows' mean), int8", precision="int8")
@@ -290,7 +292,7 @@ def predict_cost(tree_head, trunk: str = "static") -> dict:  # type: ignore[no-u
     )
     print("predict", out, flush=True)
     # 10^6 labels: a balanced tree (32 children per inner node, 100 labels per leaf
-    # node), random weights in float16 and int8
+    # node), random weights in float16, int8 and int4
     n_labels, dim = 1_000_000, int(b.trunk.dim)
     rng = np.random.default_rng(2)
     leaves = n_labels // 100
@@ -302,7 +304,7 @@ def predict_cost(tree_head, trunk: str = "static") -> dict:  # type: ignore[no-u
     start = np.zeros(n_inner + 1, dtype=np.int64)
     start[1:] = np.cumsum([len(c) for c in children])
     flat = np.concatenate(children).astype(np.int64)
-    for precision in ("float16", "int8"):
+    for precision in ("float16", "int8", "int4"):
         weights = rng.standard_normal((len(flat), dim)).astype(np.float32) * 0.05
         tree = quantised(start, flat, weights, np.zeros(len(flat), np.float32), True, precision)
         del weights
@@ -340,14 +342,14 @@ def main() -> None:
         "--parts",
         default=",".join(PARTS),
         help=f"which to run, of {','.join(PARTS)} (the others' figures are kept from the "
-        "last run's JSON)",
+        "last run's JSON); trees-int4: the int4 tree alone",
     )
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     out = HERE / "results" / "extreme.json"
     result: dict = json.loads(out.read_text()) if out.exists() else {}
     result |= {"machine": machine(), "cpu": cpu_model()}
-    if parts & {"trees", "dense", "napkinxc", "omikuji"}:
+    if parts & {"trees", "trees-int4", "dense", "napkinxc", "omikuji"}:
         with tempfile.TemporaryDirectory() as tmp:
             real = real_task(args.labels, parts, Path(tmp))
         kept = result.get("real", {}).get("systems", {})

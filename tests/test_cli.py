@@ -172,8 +172,8 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
         ),
         (["--task", "section", "--head", "tree", "--beam", "0"], "--beam must be an integer >= 1"),
         (
-            ["--task", "section", "--head", "tree", "--precision", "int4"],
-            "--precision must be one of float16, int8, got 'int4'",
+            ["--task", "section", "--head", "tree", "--precision", "int2"],
+            "--precision must be one of float16, int8, int4, got 'int2'",
         ),
         (
             ["--task", "section", "--thresholds", "recall"],

@@ -18,7 +18,15 @@ from manyheads.errors import ConfigError, DataError
 from manyheads.heads import FusedHeads
 from manyheads.heads.convert import any_head_from_record, any_head_to_record
 from manyheads.heads.record import HeadLimits
-from manyheads.heads.tree import KEEP, ROUTES, LabelTree, beam_search, check_top_k
+from manyheads.heads.tree import (
+    KEEP,
+    ROUTES,
+    LabelTree,
+    beam_search,
+    check_top_k,
+    pack_int4,
+    unpack_int4,
+)
 from manyheads.heads.tree_fit import TreeHead
 from manyheads.serve.payload import head_to_json
 
@@ -105,16 +113,38 @@ def test_tree_head_saves_loads_and_keeps_its_answers(packages, tmp_path):
 
 
 @pytest.mark.heavy
-def test_int8_weights_agree_with_float16(packages):
+@pytest.mark.parametrize(
+    ("precision", "share", "agree"), [("int8", 0.6, 0.95), ("int4", 0.35, 0.8)]
+)
+def test_quantised_weights_agree_with_float16(packages, tmp_path, precision, share, agree):
+    """int8 (a byte a weight) and int4 (two a byte) keep most of float16's answers at
+    a fraction of its bytes, and survive a save and a load."""
     b, rows = packages
     half = b.heads["package"]
     X = b.embed([r["text"] for r in rows])
-    int8 = TreeHead(precision="int8").fit(X, [r["package"] for r in rows])
-    assert int8.tree_.nbytes() < 0.6 * half.tree_.nbytes()
+    small = TreeHead(precision=precision).fit(X, [r["package"] for r in rows])
+    assert small.tree_.nbytes() < share * half.tree_.nbytes()
+    assert small.tree_.dim == X.shape[1]
     probe = b.embed([_summary(r["text"]) for r in rows])
     a = np.asarray(half.predict_proba(probe).argmax(axis=1)).ravel()
-    c = np.asarray(int8.predict_proba(probe).argmax(axis=1)).ravel()
-    assert (a == c).mean() > 0.95
+    c = np.asarray(small.predict_proba(probe).argmax(axis=1)).ravel()
+    assert (a == c).mean() > agree, (a == c).mean()
+    copy = b.copy()
+    copy.add_head("small", small)
+    copy.save(tmp_path / "b")
+    texts = [_summary(r["text"]) for r in rows[:30]]
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    assert loaded.predict(texts, heads=["small"]) == copy.predict(texts, heads=["small"])
+
+
+def test_int4_packing_round_trips_and_refuses_a_width_it_cannot_group():
+    q = np.random.default_rng(0).integers(-7, 8, size=(5, 6)).astype(np.int8)
+    packed = pack_int4(q)
+    assert packed.dtype == np.uint8 and packed.shape == (5, 3)
+    np.testing.assert_array_equal(unpack_int4(packed), q.astype(np.float32))
+    X = np.random.default_rng(1).normal(size=(40, 48)).astype(np.float32)
+    with pytest.raises(ConfigError, match="needs vectors whose width is a multiple of 32"):
+        TreeHead(precision="int4").fit(X, [f"l{i % 4}" for i in range(40)])
 
 
 @pytest.mark.heavy
@@ -223,8 +253,8 @@ def test_a_tree_head_refuses_sparse_vectors_and_bad_settings(debian_rows):
         TreeHead(kind="binary").check_params()
     with pytest.raises(ConfigError, match="beam must be an integer >= 1"):
         TreeHead(beam=0).check_params()
-    with pytest.raises(ConfigError, match="precision must be one of float16, int8"):
-        TreeHead(precision="int4").check_params()
+    with pytest.raises(ConfigError, match="precision must be one of float16, int8, int4"):
+        TreeHead(precision="int2").check_params()
 
 
 def _small_tree() -> LabelTree:
@@ -241,7 +271,7 @@ def test_stored_tree_is_checked_in_one_line():
     bad_cycle = dict(good, children=np.array([1, 4, 1, 3]))
     with pytest.raises(DataError, match="must each have one parent"):
         LabelTree.check(bad_cycle, 3, True)
-    with pytest.raises(DataError, match="must be a float16 or int8 matrix"):
+    with pytest.raises(DataError, match="must be a float16, int8 or packed int4"):
         LabelTree.check(dict(good, weights=good["weights"].astype(np.float64)), 3, True)
     with pytest.raises(DataError, match="one row per child"):
         LabelTree.check(dict(good, bias=np.zeros(3, np.float32)), 3, True)

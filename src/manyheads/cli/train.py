@@ -98,7 +98,7 @@ FITTING = (
         "precision",
         str,
         "--precision",
-        "How a tree head stores its weights: float16 (default) or int8.",
+        "How a tree head stores its weights: float16 (default), int8, or int4 (two a byte).",
         "float16",
     ),
     option(

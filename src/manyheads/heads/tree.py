@@ -11,8 +11,9 @@ scores only the children of the ``beam`` best nodes of each level.
 
 An answer holds the head's best ``KEEP`` labels of each text, as a sparse row of
 probabilities (``scipy.sparse.csr_matrix``, texts x labels: every label the search did
-not reach is 0). The weights are stored in float16 (default) or int8 with one scale
-per row. Needs numpy and scipy only.
+not reach is 0). The weights are stored in float16 (default), in int8 with one scale
+per row, or in int4 (two weights a byte) with one scale per 32 weights of a row. Needs
+numpy and scipy only.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .head_types import tensor
 
 __all__ = [
     "BYTES_PER_WEIGHT",
+    "INT4_GROUP",
     "KEEP",
     "PRECISIONS",
     "ROUTES",
@@ -36,13 +38,17 @@ __all__ = [
     "beam_search",
     "check_top_k",
     "memory_bound",
+    "pack_int4",
     "search_params",
+    "unpack_int4",
 ]
 
 KEEP = 100
 """Labels an answer of a tree head keeps per text (its best, by probability)."""
-PRECISIONS = ("float16", "int8")
-BYTES_PER_WEIGHT = {"float16": 2, "int8": 1}
+PRECISIONS = ("float16", "int8", "int4")
+INT4_GROUP = 32
+"""Weights of a row that share one scale in int4 (a row's width a multiple of it)."""
+BYTES_PER_WEIGHT = {"float16": 2.0, "int8": 1.0, "int4": 0.5 + 4 / INT4_GROUP}
 _LOG_EPS = np.float32(-1e4)  # the log-probability of nothing
 _CHUNK = 4096  # texts searched at once
 ROUTES = (0.25, 0.5, 0.75, 1.0)
@@ -54,7 +60,7 @@ def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int) -> int
     weights, about 3% inner nodes, and the indices); refused in one line above
     ``max_bytes``."""
     rows = int(n_labels * 1.03) + 1
-    need = rows * (dim * BYTES_PER_WEIGHT[precision] + 4 + 4 + 8)
+    need = int(rows * (dim * BYTES_PER_WEIGHT[precision] + 4 + 4 + 8))
     if need > max_bytes:
         raise DataError(
             f"a tree head of {n_labels:,} labels on {dim}-wide vectors needs about "
@@ -97,17 +103,34 @@ def check_top_k(k: Any, n_labels: int, head: str | None = None) -> int:
     return int(k)
 
 
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Integers in [-8, 7] (rows of an even width) as bytes of two: the even column in
+    the low four bits, the odd one in the high four, each offset by 8."""
+    u = (q.astype(np.int16) + 8).astype(np.uint8)
+    return u[:, 0::2] | (u[:, 1::2] << 4)
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """The float32 integers :func:`pack_int4` packed."""
+    out = np.empty((packed.shape[0], packed.shape[1] * 2), dtype=np.float32)
+    out[:, 0::2] = (packed & 0x0F).astype(np.float32) - 8
+    out[:, 1::2] = (packed >> 4).astype(np.float32) - 8
+    return out
+
+
 @dataclass(frozen=True)
 class LabelTree:
     """A label tree as stored. Nodes ``0..n_inner-1`` are inner nodes (0 the root),
     node ``n_inner + j`` is label ``j``. The children of inner node ``u`` are
     ``children[start[u]:start[u+1]]``; their classifiers are the rows of ``weights``
-    (times ``scales``, int8) and ``bias`` at the same positions."""
+    (times ``scales``: int8, a scale a row; int4, packed two a byte by
+    :func:`pack_int4`, a scale for each :data:`INT4_GROUP` weights of a row) and
+    ``bias`` at the same positions."""
 
     start: np.ndarray  # (n_inner + 1,) int64
     children: np.ndarray  # (n_nodes - 1,) int64: node ids
-    weights: np.ndarray  # (n_nodes - 1, d) float16 or int8
-    scales: np.ndarray | None  # (n_nodes - 1,) float32: int8 rows' scales
+    weights: np.ndarray  # (n_nodes - 1, d) float16 or int8; (n_nodes - 1, d / 2) uint8: int4
+    scales: np.ndarray | None  # int8: (n_nodes - 1,) float32; int4: (n_nodes - 1, d / 32)
     bias: np.ndarray  # (n_nodes - 1,) float32
     exclusive: bool  # multiclass: softmax among siblings; else a sigmoid per node
 
@@ -121,12 +144,18 @@ class LabelTree:
 
     @property
     def dim(self) -> int:
-        return int(self.weights.shape[1])
+        packed = self.weights.dtype == np.uint8
+        return int(self.weights.shape[1]) * (2 if packed else 1)
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """The classifiers of children ``lo:hi`` as float32 ``(d, hi - lo)``."""
-        w = self.weights[lo:hi].astype(np.float32)
-        if self.scales is not None:
+        if self.weights.dtype == np.uint8:
+            w = unpack_int4(self.weights[lo:hi])
+        else:
+            w = self.weights[lo:hi].astype(np.float32)
+        if self.scales is not None and self.scales.ndim == 2:  # int4: a scale a group
+            w *= np.repeat(self.scales[lo:hi], INT4_GROUP, axis=1)
+        elif self.scales is not None:
             w *= self.scales[lo:hi, None]
         return w.T
 
@@ -155,13 +184,13 @@ class LabelTree:
         weights = np.asarray(tensors["weights"])
         if start.dtype.kind not in "iu" or children.dtype.kind not in "iu":
             raise DataError("a tree head's 'start' and 'children' must be integers")
-        if weights.dtype not in (np.float16, np.int8) or weights.ndim != 2:
+        if weights.dtype not in (np.float16, np.int8, np.uint8) or weights.ndim != 2:
             raise DataError(
-                f"a tree head's weights must be a float16 or int8 matrix, got {weights.dtype} "
-                f"of shape {weights.shape}"
+                f"a tree head's weights must be a float16, int8 or packed int4 (uint8) "
+                f"matrix, got {weights.dtype} of shape {weights.shape}"
             )
         scales = None
-        if weights.dtype == np.int8:
+        if weights.dtype in (np.int8, np.uint8):
             scales = tensor(tensors, "scales")
         bias = tensor(tensors, "bias")
         if weights.dtype == np.float16 and not np.isfinite(weights).all():
@@ -173,10 +202,14 @@ class LabelTree:
                 f"a tree head of {n_labels} labels has {len(start)} node offsets and "
                 f"{children.shape} children; expected {n_inner + n_labels - 1} children"
             )
+        groups = (n_edges, weights.shape[1] * 2 // INT4_GROUP)
         if (
             weights.shape[0] != n_edges
             or bias.shape != (n_edges,)
-            or (scales is not None and scales.shape != (n_edges,))
+            or (
+                scales is not None
+                and scales.shape != (groups if weights.dtype == np.uint8 else (n_edges,))
+            )
         ):
             raise DataError(f"a tree head's weights must have one row per child ({n_edges})")
         if start[0] != 0 or start[-1] != n_edges or (np.diff(start) < 1).any():

@@ -24,7 +24,16 @@ from .kind import Reading
 from .kinds import PATH_SEP, kind_of
 from .record import check_record
 from .solver import fit_sigmoid, fit_softmax
-from .tree import KEEP, PRECISIONS, ROUTES, LabelTree, beam_search, search_params
+from .tree import (
+    INT4_GROUP,
+    KEEP,
+    PRECISIONS,
+    ROUTES,
+    LabelTree,
+    beam_search,
+    pack_int4,
+    search_params,
+)
 
 __all__ = ["TreeHead", "tree_head_from_record", "tree_head_to_record"]
 
@@ -38,8 +47,9 @@ class TreeHead:
     under a node that is not split further; ``branching``: the groups a node's labels
     are split into; ``C``: the nodes' regularisation, as a dense ``LinearHead``'s over
     all rows (each node's is scaled to the rows it sees; ``"auto"`` is 1);
-    ``precision``: how the weights are stored, ``float16`` or ``int8`` (a scale per
-    row)."""
+    ``precision``: how the weights are stored, ``float16``, ``int8`` (a scale per row)
+    or ``int4`` (two weights a byte, a scale per 32 weights; vectors of a width that is
+    a multiple of 32)."""
 
     extreme = True
 
@@ -121,6 +131,12 @@ class TreeHead:
         labels = list(y)
         if X.ndim != 2 or X.shape[0] != len(labels):
             raise DataError(f"X has {X.shape[0]} rows but y has {len(labels)} labels")
+        if self.precision == "int4" and X.shape[1] % INT4_GROUP:
+            raise ConfigError(
+                f"precision int4 scales each {INT4_GROUP} weights of a row and needs vectors "
+                f"whose width is a multiple of {INT4_GROUP}; these are {X.shape[1]} wide "
+                "(use int8)"
+            )
         kind = self.head_kind
         present = np.ones(len(labels), dtype=bool)
         self.classes_ = np.asarray(kind.learn_classes(labels, Reading(present, self.path_sep)))
@@ -312,12 +328,22 @@ def quantised(
     exclusive: bool,
     precision: str,
 ) -> LabelTree:
-    """The tree with its weights stored in ``precision`` (int8: a scale per row)."""
+    """The tree with its weights stored in ``precision`` (int8: a symmetric scale per
+    row; int4: packed two weights a byte, a symmetric scale per ``INT4_GROUP`` weights
+    of a row)."""
     if precision == "int8":
         scale = np.abs(weights).max(axis=1) / 127.0
         scale[scale == 0] = 1.0
         q = np.clip(np.rint(weights / scale[:, None]), -127, 127).astype(np.int8)
         return LabelTree(start, children, q, scale.astype(np.float32), bias, exclusive)
+    if precision == "int4":  # a width that is a multiple of INT4_GROUP: checked by fit
+        n, d = weights.shape
+        grouped = weights.reshape(n, d // INT4_GROUP, INT4_GROUP)
+        scale = np.abs(grouped).max(axis=2) / 7.0
+        scale[scale == 0] = 1.0
+        q = np.clip(np.rint(grouped / scale[:, :, None]), -7, 7).astype(np.int8)
+        packed = pack_int4(q.reshape(n, d))
+        return LabelTree(start, children, packed, scale.astype(np.float32), bias, exclusive)
     w16 = np.clip(weights, -65_000, 65_000).astype(np.float16)
     return LabelTree(start, children, w16, None, bias.astype(np.float32), exclusive)
 
