@@ -125,10 +125,9 @@ def test_feedback_is_capped(folder: Path) -> None:
 
 
 def test_feedback_needs_a_saved_bundle(debian_rows: list) -> None:
+    rows = debian_rows[:200]
     bundle = Bundle("hashing")
-    bundle.fit_head(
-        "section", [r["text"] for r in debian_rows], [r["section"] for r in debian_rows]
-    )
+    bundle.fit_head("section", [r["text"] for r in rows], [r["section"] for r in rows])
     with pytest.raises(BundleError, match="the bundle is not saved yet"):
         bundle.add_feedback(["a"], {"section": ["libs"]})
 
@@ -261,6 +260,7 @@ def test_update_settings_are_checked(folder: Path) -> None:
         bundle.update_heads(full="yes")
 
 
+@pytest.mark.heavy  # two updates of a 4-label head, C walked
 def test_a_warm_update_starts_from_the_head_and_walks_its_C(
     tmp_path: Path, debian_rows: list
 ) -> None:
