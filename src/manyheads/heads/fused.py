@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError
+from ..trunks.base import dense_rows
 from .decode import SCORES, Scores, answers, check_scores
 from .head_types import head_type
 from .kinds import KINDS, Kind
@@ -139,10 +140,6 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         beam=beam,
         route=route,
     )
-
-
-def _dense(X: Any) -> np.ndarray:
-    return np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float32)
 
 
 class FusedHeads:
@@ -269,7 +266,7 @@ class FusedHeads:
             if spec.tree is not None:
                 if X is None:
                     raise DataError(f"head {n!r} searches a label tree: it needs the vectors")
-                out[n] = beam_search(spec.tree, _dense(X), z, spec.beam, KEEP, spec.route)
+                out[n] = beam_search(spec.tree, dense_rows(X), z, spec.beam, KEEP, spec.route)
                 continue
             if spec.W2 is not None:  # an MLP head: ReLU, then its output layer
                 z = np.maximum(z, 0) @ spec.W2 + spec.b2

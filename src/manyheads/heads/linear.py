@@ -315,20 +315,10 @@ class LinearHead(HeadBase):
         z = self.head_kind.flat_logits(X_val @ coef.T + intercept)
         return float(calibrated_nll(z, target, self.kind)[1])
 
-    def validation_loss(self, X_val: Any, y_val: Any) -> float:
-        """The log-loss on ``(X_val, y_val)`` at the best temperature: what ``C="auto"``
-        (and a composite trunk's ``part_weights="auto"``) minimise."""
-        check_is_fitted(self, "coef_")
-        X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
-        X_val, target = self._known_validation(X_val, y_val)
-        if len(target) == 0:
-            return float("inf")
-        return self._calibrated_loss(X_val, target, self.coef_, self.intercept_)
-
     def validation_losses(self, X_val: Any, y_val: Any) -> np.ndarray:
         """Each row's log-loss of ``(X_val, y_val)`` at the temperature that minimises
-        their mean (:meth:`validation_loss`): the paired losses two heads are compared
-        on (``part_weights="auto"``)."""
+        their mean (the mean is what ``C="auto"`` minimises): the paired losses two heads
+        are compared on (``part_weights="auto"``)."""
         check_is_fitted(self, "coef_")
         X_val = check_array(X_val, accept_sparse="csr", dtype=(np.float32, np.float64))
         X_val, target = self._known_validation(X_val, y_val)

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError, DataError
+from ..trunks.base import dense_rows
 from .kind import Reading
 from .kinds import PATH_SEP, kind_of
 from .record import check_record
@@ -247,7 +248,7 @@ class TreeHead:
 
     def predict_proba(self, X: Any) -> sp.csr_matrix:
         """Each row's best labels (at most ``KEEP``) with their probabilities."""
-        X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
+        X = dense_rows(X)
         m = int(self.tree_.start[1])
         z = X @ self.tree_.rows(0, m) + self.tree_.bias[:m]
         return beam_search(self.tree_, X, z, self.beam, KEEP, self.route_)

@@ -25,7 +25,7 @@ from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
 from ..learn.drift import head_reference
-from ..trunks.base import check_texts, stack_rows
+from ..trunks.base import check_texts, dense_rows, stack_rows
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
 from .settings import FitSettings, HeadSummary
 from .zero_shot import made_from, made_info, prior_of
@@ -120,10 +120,6 @@ def split(
     )
 
 
-def _dense(X: Any) -> np.ndarray:
-    return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float32)
-
-
 def _part_scale(
     trunk: TrunkBase,
     make: Any,
@@ -209,7 +205,7 @@ def fit_head(
     validation split; needs torch to train, not to predict), ``"tree"`` (a label
     tree searched by beam, for 10^4 to 10^6 labels: :mod:`~manyheads.heads.tree`;
     ``beam``: inner nodes a search keeps per level, ``precision``: its weights in
-    ``"float16"`` or ``"int8"``), or ``"auto"`` (up to ``EXTREME_LABELS`` labels the
+    ``"float16"``, ``"int8"`` or ``"int4"``), or ``"auto"`` (up to ``EXTREME_LABELS`` labels the
     linear and MLP heads, keeping the one with the better validation accuracy; above,
     a tree). A tree head is refitted on every row after its validation metrics
     (precision / recall / nDCG at 1, 3, 5) unless ``refit=False``.
@@ -335,7 +331,7 @@ def fit_head(
         )
     try:
         if not all(t.takes_sparse for t in types) and sp.issparse(X):  # MLP: dense input
-            X, X_val, X_all = _dense(X), _dense(X_val), _dense(X_all)
+            X, X_val, X_all = dense_rows(X), dense_rows(X_val), dense_rows(X_all)
         scale, prefit, chosen = None, None, None
         if s.part_weights == "auto" and all(t.weighs_parts for t in types) and y_val:
             scale, prefit, chosen = _part_scale(bundle.trunk, make, X, y, X_val, y_val, soft_fit)

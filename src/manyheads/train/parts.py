@@ -92,7 +92,7 @@ def choose_multipliers(
             return False
         d = new - old
         se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0
-        return float(d.mean()) < -noise * se and float(d.mean()) < 0
+        return float(d.mean()) < -noise * se
 
     best_rows = score(best)
     for p in range(1, parts):

@@ -61,6 +61,11 @@ class Trunk(Protocol):
 Features: TypeAlias = "np.ndarray | sp.csr_matrix"
 
 
+def dense_rows(X: Features) -> np.ndarray:
+    """``X`` as a dense float32 array (a sparse matrix made dense)."""
+    return np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float32)
+
+
 def stack_rows(a: Features, b: Features) -> Features:
     """The rows of ``a``, then those of ``b``: dense, or CSR when either is sparse."""
     import scipy.sparse as sparse
