@@ -273,6 +273,13 @@ def test_stored_tree_is_checked_in_one_line():
         LabelTree.check(bad_cycle, 3, True)
     with pytest.raises(DataError, match="must be a float16, int8 or packed int4"):
         LabelTree.check(dict(good, weights=good["weights"].astype(np.float64)), 3, True)
+    # int4: 64 weights a row packed in 32 bytes, two scales a row (one per 32 weights)
+    packed = dict(good, weights=np.zeros((4, 32), np.uint8), scales=np.ones((4, 2), np.float32))
+    assert LabelTree.check(packed, 3, True).dim == 64
+    with pytest.raises(DataError, match="one row per child"):  # one scale a row: int8's
+        LabelTree.check(dict(packed, scales=np.ones(4, np.float32)), 3, True)
+    with pytest.raises(DataError, match="lack the tensor 'scales'"):
+        LabelTree.check({k: v for k, v in packed.items() if k != "scales"}, 3, True)
     with pytest.raises(DataError, match="one row per child"):
         LabelTree.check(dict(good, bias=np.zeros(3, np.float32)), 3, True)
     with pytest.raises(DataError, match="lack the tensor 'start'"):
