@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=ROOT / "src" / "manyheads" / "models" / "content")
     p.add_argument("--rows", type=Path, default=None, help="also write the labelled rows here")
+    p.add_argument(
+        "--rows-only", action="store_true", help="write --rows and stop (no bundle is built)"
+    )
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -241,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     precise = set(head_names("--precision-heads", args.precision_heads))
     if args.trunk_from and args.trunk_from.resolve() == args.out.resolve():
         raise SystemExit("--trunk-from: give another --out folder than the bundle's own")
+    if args.rows_only and not args.rows:
+        raise SystemExit("--rows-only: give --rows PATH")
     if args.start and not (args.start / "SOURCES.json").is_file():
         raise SystemExit(f"--start: {args.start} has no SOURCES.json (not built here)")
     if args.trunk_from and not (args.trunk_from / "SOURCES.json").is_file():
@@ -275,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         with gzip.open(args.rows, "wt", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    if args.rows_only:
+        return
     part = {s: [r for r in rows if r["split"] == s] for s in ("train", "val", "test")}
 
     config = ByteConfig.from_settings(json.loads(args.config))

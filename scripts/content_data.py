@@ -741,7 +741,7 @@ def collect(
         r["snippet"] = None
     if snippet_roots:
         snippet_rng = random.Random(f"{seed}:snippets")
-        more = snippet_rows(
+        snippets = snippet_rows(
             snippet_roots,
             snippet_rng,
             exclude={p for paths in system_files(system_roots).values() for p in paths},
@@ -749,11 +749,11 @@ def collect(
             per_type=snippets_per_type,
             per_file=5,
         )
-        for r in more:
+        for r in snippets:
             r["generated"] = False
             r["risk"] = detect_risks(r["text"])
-        snippet_rng.shuffle(more)  # they come grouped by type
-        rows = _mix_in(rows, more, snippet_rng)
+        snippet_rng.shuffle(snippets)  # they come grouped by type
+        rows = _mix_in(rows, snippets, snippet_rng)
     rows = _mix_in(rows, list(more or []), random.Random(f"{seed}:more:mix"))
     for r in rows:
         if r["kind"] in ZXX_KINDS:

@@ -152,3 +152,25 @@ def test_the_build_refuses_a_start_that_it_did_not_build(tmp_path):
     with pytest.raises(SystemExit, match="--start: .* has no SOURCES.json"):
         build.main(["--start", str(tmp_path), "--out", str(tmp_path / "x")])
     assert not (tmp_path / "x").exists()
+
+
+def test_collect_keeps_the_more_rows_beside_the_snippets(monkeypatch, tmp_path):
+    """The manual pages, fortunes and shapes given as ``more`` are in the rows once each,
+    and so is each snippet, when snippets are found too."""
+
+    def row(text: str, kind: str = "prose") -> dict:
+        return {"text": text, "group": text, "source": "t", "kind": kind,
+                "code_language": "none", "language": "en"}  # fmt: skip
+
+    monkeypatch.setattr(cd, "code_rows", lambda *a, **k: [row(f"code {i}") for i in range(20)])
+    monkeypatch.setattr(cd, "prose_rows", lambda *a, **k: [row(f"prose {i}") for i in range(20)])
+    monkeypatch.setattr(cd, "system_rows", lambda *a, **k: [])
+    monkeypatch.setattr(cd, "system_files", lambda roots: {})
+    snippets = [row(f"snippet {i}") for i in range(7)]
+    monkeypatch.setattr(cd, "snippet_rows", lambda *a, **k: [dict(r) for r in snippets])
+    more = [row(f"man page {i}") for i in range(5)]
+    rows = cd.collect(tmp_path, [], snippet_roots=[tmp_path], more=more, short_fraction=0.0,
+                      short_code_fraction=0.0, risk_fraction=0.0)  # fmt: skip
+    texts = Counter(r["text"] for r in rows)
+    assert all(texts[r["text"]] == 1 for r in [*more, *snippets])
+    assert len(rows) == 20 + 20 + 7 + 5
