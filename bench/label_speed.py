@@ -20,6 +20,17 @@ cores, so 100,000 rows would take half an hour a run.
 Peak memory: `label_file` with the content bundle in a fresh process over the first
 10,000 and all `--rows` rows (JSONL in, JSONL out), its peak RSS (`VmHWM`, Linux) and
 the ratio.
+
+``--per-core``: instead, the Ray engine per worker core against the local engine, on
+``--rows`` rows (>= 200,000 for the bar): each engine labels the first
+``--small-rows`` rows and all ``--rows`` rows, file to file, ``--repeat`` times taking
+turns (the fastest of each kept); steady-state rows/s is
+the rows between the two runs over the time between them ((n2 - n1) / (t2 - t1)),
+start-up what the small run took beyond its rows at that rate. Ray's own start
+(``ray.init``) is timed apart. Per core: steady rows/s over the cores each engine
+ran on (the local engine: one process, its trunk on every CPU; Ray: ``num_cpus``
+CPUs, one actor a CPU). Then the whole command as a user runs it, ``manyheads label``
+and ``manyheads label --engine ray`` (Ray started by the command) on the small file.
 """
 
 from __future__ import annotations
@@ -80,6 +91,96 @@ def peak_rss(source: Path, out: Path) -> tuple[int, float]:
     return int(rows), int(kib) / 1024
 
 
+def per_core(args: argparse.Namespace) -> None:
+    import ray
+    from _common import CACHE_DIR, corpus_rows, machine, write_json
+
+    from manyheads.label import label_file
+    from manyheads.label.ray_engine import label_with_ray
+
+    cpus = os.cpu_count() or 1
+    print(f"machine: {machine()}")
+    work = CACHE_DIR / "label-per-core"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rows = corpus_rows("debdesc", args.rows)
+    sizes = (args.small_rows, len(rows))
+    print(f"data: ../shared/data/debdesc.jsonl.gz, {len(rows):,} rows; runs of {sizes}")
+    files = {n: write_rows(work / f"in-{n}.jsonl", rows[:n]) for n in sizes}
+    results: dict[str, Any] = {"machine": machine(), "rows": list(sizes), "cpus": cpus}
+
+    def local(n: int) -> float:
+        out = work / "out-local.jsonl"
+        s = label_file(files[n], args.bundle, out)
+        out.unlink()
+        return s.seconds
+
+    def on_ray(n: int) -> float:
+        s = label_with_ray(files[n], args.bundle, work / "out-ray", output_format="jsonl")
+        shutil.rmtree(work / "out-ray")
+        return s.seconds
+
+    started = time.perf_counter()
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    results["ray_init_s"] = time.perf_counter() - started
+    on_ray(sizes[0])  # warm: Ray's workers and imports, as a long-lived cluster has them
+    engines = (("local", local), ("ray", on_ray))
+    # each run twice, the engines taking turns (the machine's speed drifts): the best
+    seconds = {name: [float("inf"), float("inf")] for name, _ in engines}
+    for _ in range(args.repeat):
+        for i, n in enumerate(sizes):
+            for name, fn in engines:
+                seconds[name][i] = min(seconds[name][i], fn(n))
+    for name, _ in engines:
+        t1, t2 = seconds[name]
+        steady = (sizes[1] - sizes[0]) / (t2 - t1)
+        entry = {
+            "seconds": [t1, t2],
+            "whole_rows_s": sizes[1] / t2,
+            "steady_rows_s": steady,
+            "startup_s": t1 - sizes[0] / steady,
+            "cores": cpus,
+            "steady_per_core": steady / cpus,
+        }
+        results[name] = entry
+    ray.shutdown()
+    ratio = results["ray"]["steady_per_core"] / results["local"]["steady_per_core"]
+    results["ray_vs_local_per_core"] = ratio
+
+    cli = [str(Path(sys.executable).with_name("manyheads")), "label"]
+    whole = {}
+    for name, extra in (("local", []), ("ray", ["--engine", "ray"])):
+        out = work / f"cli-{name}"
+        shutil.rmtree(out, ignore_errors=True)
+        out.unlink(missing_ok=True)
+        target = str(out) if extra else str(out) + ".jsonl"
+        t = time.perf_counter()
+        subprocess.run(
+            [*cli, str(files[sizes[0]]), "-b", args.bundle, "-o", target, *extra],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        whole[name] = sizes[0] / (time.perf_counter() - t)
+    results["cli_rows_s"] = whole
+
+    print(f"\n{args.bundle} bundle; Ray's start (ray.init) {results['ray_init_s']:.1f} s, apart")
+    print(f"{'engine':8} {'n1 s':>7} {'n2 s':>7} {'whole rows/s':>13} {'steady rows/s':>14} "
+          f"{'start-up s':>11} {'per core':>9}")  # fmt: skip
+    for name in ("local", "ray"):
+        e = results[name]
+        print(
+            f"{name:8} {e['seconds'][0]:7.1f} {e['seconds'][1]:7.1f} {e['whole_rows_s']:13,.0f} "
+            f"{e['steady_rows_s']:14,.0f} {e['startup_s']:11.1f} {e['steady_per_core']:9,.0f}"
+        )
+    print(f"Ray per core vs local per core, steady state: {ratio:.2f}x (bar 0.8x)")
+    print(
+        f"whole command on {sizes[0]:,} rows (CLI, Ray started by it): local "
+        f"{whole['local']:,.0f} rows/s, ray {whole['ray']:,.0f} rows/s, "
+        f"{whole['ray'] / whole['local']:.2f}x"
+    )
+    shutil.rmtree(work, ignore_errors=True)
+    write_json(args.json, results)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=100_000, help="rows for the content bundle")
@@ -87,7 +188,13 @@ def main() -> None:
     ap.add_argument("--small-rows", type=int, default=10_000, help="rows of the smaller RSS run")
     ap.add_argument("--no-minilm", action="store_true", help="the content bundle only")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--per-core", action="store_true", help="Ray per core (see the text)")
+    ap.add_argument("--bundle", default="content", help="the bundle of --per-core")
+    ap.add_argument("--repeat", type=int, default=2, help="--per-core: runs of each, the best")
     args = ap.parse_args()
+    if args.per_core:
+        per_core(args)
+        return
 
     import ray
     from _common import (
