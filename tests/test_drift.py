@@ -350,3 +350,131 @@ def test_a_label_output_starting_with_a_bad_row_is_still_read_as_one(bundle, row
     assert first["section"] is None  # the bad row, kept in the output
     found = drift_file(bundle.path, tmp_path / "o.jsonl")
     assert found.source == "labelled" and found.rows == 291 and found.alarm
+
+
+# -- the inputs: where the texts lie, against the texts a head was built on -----------
+
+
+@pytest.fixture(scope="module")
+def meaning(rows) -> tuple[Bundle, dict[str, Any]]:
+    """A `static` bundle (a trunk that maps meaning) with a section head, and the trunk's
+    vectors of the stationary and shifted rows."""
+    train = rows["train"]
+    b = Bundle(trunk="static", cache=None)
+    b.fit_head("section", [r["text"] for r in train], [r["section"] for r in train],
+               groups=[r["group"] for r in train], C=1.0, refit=False)  # fmt: skip
+    vectors = {part: b.embed([r["text"] for r in rows[part]]) for part in ("stationary", "shifted")}
+    return b, vectors
+
+
+def test_a_head_keeps_where_its_texts_lay_on_a_trunk_that_maps_meaning(meaning, bundle):
+    b, _ = meaning
+    inputs = b.head_info["section"]["reference"]["inputs"]
+    assert inputs["columns"] == [0, 256] and len(inputs["center"]) == 256
+    assert len(inputs["components"]) == len(inputs["variances"]) == 16
+    assert 300 < inputs["n"] < 700 and 1 <= inputs["design_effect"] <= 50  # half the rows
+    assert len(json.dumps(inputs)) < 17 * 256 * 14  # plain JSON, short numbers
+    assert "inputs" not in bundle.head_info["section"]["reference"]  # hashing: no meaning
+
+
+def test_the_inputs_stay_quiet_on_stationary_texts_and_alarm_on_a_shift(meaning, rows):
+    b, vectors = meaning
+    found = {}
+    for part in ("stationary", "shifted"):
+        answers = b.predict([r["text"] for r in rows[part]], scores="top")
+        found[part] = drift_table(b.head_info, answers, vectors=vectors[part])["section"]
+        assert found[part]["inputs_window"] == len(rows[part])
+    quiet = found["stationary"]
+    assert quiet["inputs_t2"] < quiet["inputs_threshold"] and "inputs" not in quiet["reason"]
+    assert found["shifted"]["inputs_t2"] > 2 * quiet["inputs_t2"]  # one section's texts
+    code = [r["text"] for r in _rows(Path(__file__).parent / "shapes" / "code.jsonl.gz")]
+    settings = DriftSettings(window=None, min_window=50)
+    row = drift_table(b.head_info, b.predict(code), settings, vectors=b.embed(code))["section"]
+    assert row["inputs_t2"] > row["inputs_threshold"] and "inputs T²" in row["reason"]
+    no_vectors = drift_table(b.head_info, b.predict(code))["section"]
+    assert no_vectors["inputs_t2"] is None and no_vectors["inputs_window"] is None
+
+
+def test_the_window_of_vectors_rolls_and_follows_the_served_texts(meaning, rows):
+    from manyheads.bundle import vectors_seen
+
+    b, vectors = meaning
+    window = DriftWindow(DriftSettings(window=60, min_window=50))
+    window.follow(b.head_info)
+    code = _rows(Path(__file__).parent / "shapes" / "code.jsonl.gz")  # code, not prose
+    shifted = [r["text"] for r in code]
+    with vectors_seen() as seen:  # what the service does with each pass
+        window.observe(b.predict(shifted[:40]))
+        window.observe(b.predict(shifted[40:]))
+    for X in seen:
+        window.observe_vectors(X)
+    assert len(seen) == 2  # a block of vectors a pass
+    row = window.report(b.head_info)["section"]
+    assert row["inputs_window"] == 60 and row["inputs_t2"] > row["inputs_threshold"]
+    assert row["alarm"] and "inputs T²" in row["reason"]
+    window.observe_vectors(vectors["stationary"][:60])  # a whole window of the old texts
+    row = window.report(b.head_info)["section"]
+    assert row["inputs_window"] == 60 and row["inputs_t2"] < row["inputs_threshold"]
+    info = {"section": {**b.head_info["section"], "created": "2099-01-01T00:00:00+00:00"}}
+    window.follow(info)  # trained again: its window starts again
+    assert window.report(info)["section"]["inputs_window"] is None
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"variances": [0.0] * 16},
+        {"components": [[0.1] * 5] * 16},
+        {"columns": "all"},
+        {"center": None},
+        {"version": 99},
+    ],
+)
+def test_an_inputs_reference_that_does_not_read_gives_no_inputs_row(meaning, broken):
+    b, vectors = meaning
+    info = dict(b.head_info["section"])
+    info["reference"] = {**info["reference"], "inputs": {**info["reference"]["inputs"], **broken}}
+    row = drift_table({"section": info}, [], vectors=vectors["shifted"])["section"]
+    assert row["inputs_t2"] is None and not row["alarm"]
+
+
+def test_an_update_takes_the_texts_it_learnt_from_into_the_inputs_reference(meaning, rows):
+    from manyheads.train.fit import refit_head
+
+    b, _ = meaning
+    copy = Bundle(trunk="static", cache=None)
+    copy.add_head("section", b.heads["section"], info=dict(b.head_info["section"]))
+    texts = [r["text"] for r in rows["train"] + rows["shifted"]]
+    labels = [r["section"] for r in rows["train"] + rows["shifted"]]
+    groups = [r["group"] for r in rows["train"] + rows["shifted"]]
+    refit_head(copy, "section", texts, labels, groups=groups, search=False)
+    inputs = copy.head_info["section"]["reference"]["inputs"]
+    assert 0.3 * len(texts) < inputs["n"] < 0.7 * len(texts)  # half of every row
+    answers = copy.predict([r["text"] for r in rows["shifted"]])
+    vectors = copy.embed([r["text"] for r in rows["shifted"]])
+    before = drift_table(b.head_info, answers, vectors=vectors)["section"]
+    after = drift_table(copy.head_info, answers, vectors=vectors)["section"]
+    assert after["inputs_t2"] < before["inputs_t2"]
+
+
+@pytest.mark.heavy
+def test_the_service_watches_the_inputs_of_what_it_answers(meaning, rows, start_server, tmp_path):
+    httpx = pytest.importorskip("httpx")
+    b, _ = meaning
+    folder = b.save(tmp_path / "static-bundle")
+    srv = start_server(folder)
+    with httpx.Client(base_url=srv.url, timeout=120) as client:
+        texts = [r["text"] for r in rows["stationary"][:300]]
+        for i in range(0, 300, 100):
+            assert client.post("/v1/predict", json={"texts": texts[i : i + 100]}).status_code == 200
+        before = client.get("/v1/drift").json()["heads"][0]
+        assert before["inputs_window"] == 300
+        assert before["inputs_t2"] < before["inputs_threshold"] and not before["alarm"]
+        code = [r["text"] for r in _rows(Path(__file__).parent / "shapes" / "code.jsonl.gz")]
+        assert client.post("/v1/predict", json={"texts": code}).status_code == 200
+        section = client.get("/v1/drift").json()["heads"][0]
+        assert section["inputs_window"] == 380  # 80 of them code: the mean moved
+        assert section["inputs_t2"] > 2 * before["inputs_t2"]
+        assert _gauge(client.get("/metrics").text, "inputs_t2", "section") == pytest.approx(
+            section["inputs_t2"]
+        )

@@ -10,6 +10,7 @@ copies), ``graph`` (an exported bundle's graph holding its heads), ``pieces``
 
 from ..heads.kinds import check_head_name
 from ..heads.record import HeadLimits
+from .answer import vectors_seen
 from .builtin import (
     BUILTIN_BUNDLES,
     builtin_root,
@@ -40,4 +41,5 @@ __all__ = [
     "copy_bundle",
     "has_bundle",
     "split_text",
+    "vectors_seen",
 ]

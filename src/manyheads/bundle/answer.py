@@ -1,10 +1,13 @@
 """The path from texts to answers, as functions of one head-set snapshot: trunk vectors
-through the embedding cache (:func:`cached_features`) and answers of texts read whole
-or in pieces (:func:`answers_of`)."""
+through the embedding cache (:func:`cached_features`), answers of texts read whole
+or in pieces (:func:`answers_of`), and the vectors answered, for who watches them
+(:func:`vectors_seen`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -15,9 +18,32 @@ from ..heads.decode import Scores
 from ..trunks import Features, TrunkBase
 from .pieces import mean_of_pieces, pieces_of
 
-__all__ = ["answers_of", "cached_features"]
+__all__ = ["answers_of", "cached_features", "saw", "vectors_seen"]
 
 Probabilities = Callable[[list[str]], "dict[str, np.ndarray]"]
+
+_SEEN: ContextVar[list[Features] | None] = ContextVar("manyheads_vectors_seen", default=None)
+
+
+@contextmanager
+def vectors_seen() -> Iterator[list[Features]]:
+    """Within the block, the trunk's vectors of the texts that predictions (in this
+    thread, or this task) answer: one block of rows a trunk pass, added to the list
+    given. A blank text has none; a text read in pieces gives its pieces'; a trunk that
+    computes the heads' first layer on a GPU gives none (only the product comes back)."""
+    found: list[Features] = []
+    token = _SEEN.set(found)
+    try:
+        yield found
+    finally:
+        _SEEN.reset(token)
+
+
+def saw(X: Features | None) -> None:
+    """Hand the vectors of a trunk pass to :func:`vectors_seen`'s list, if one is open."""
+    found = _SEEN.get()
+    if found is not None and X is not None:
+        found.append(X)
 
 
 def answers_of(

@@ -39,7 +39,7 @@ from ..trunks import Features, Trunk, TrunkBase, load_trunk
 from ..trunks.base import check_texts
 from ..trunks.device import Device, DeviceLike, resolve_device
 from ..trunks.registry import spec_tier
-from .answer import answers_of, cached_features
+from .answer import answers_of, cached_features, saw
 from .entry import head_entry, head_from_export
 from .files import build_trunk, load_folder, read_training_data, save_folder, trunk_arrays
 from .fitting import Fitting
@@ -459,7 +459,9 @@ class Bundle(InProduction, Tiered, Fitting):
         embedding here.
         """
         if use_cache:
-            return fused.probabilities(self.embed(texts, use_cache=True), names)
+            X = self.embed(texts, use_cache=True)
+            saw(X)
+            return fused.probabilities(X, names)
         self._check_trunk_fitted()
         # an int8 export's unsure answers come again from its float graph
         return trunk_probabilities(self.trunk, fused, texts, names)

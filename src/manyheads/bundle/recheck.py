@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..heads.fused import FusedHeads, HeadSpec
-from ..trunks.base import TrunkBase
+from ..trunks.base import Features, TrunkBase
+from .answer import saw
 
 __all__ = ["calibrate_margins", "decision_gaps", "shifts", "trunk_probabilities"]
 
@@ -83,19 +84,19 @@ def calibrate_margins(
 
 def _computed(
     trunk: TrunkBase, fused: FusedHeads, texts: list[str], names: Sequence[str]
-) -> dict[str, np.ndarray]:
-    """The heads ``names`` on ``trunk``'s vectors: those its graph holds from the graph,
-    the others (added since it was written) applied here; on a trunk that runs on a
-    GPU, the heads' first layer is computed there (only its product comes back)."""
+) -> tuple[dict[str, np.ndarray], Features | None]:
+    """The heads ``names`` on ``trunk``'s vectors (and the vectors): those its graph
+    holds from the graph, the others (added since it was written) applied here; on a
+    trunk that runs on a GPU, the heads' first layer is computed there (only its
+    product comes back: no vectors)."""
     if trunk.projects and not fused.searches(names):
-        return fused.from_first_layer(
-            trunk.encode_projected(texts, *fused.first_layer(names)), names
-        )
+        found = trunk.encode_projected(texts, *fused.first_layer(names))
+        return fused.from_first_layer(found, names), None
     X, probs = trunk.encode_with_heads(texts, {n: fused.specs[n].digest for n in names})
     rest = [n for n in names if n not in probs]
     if rest:
         probs.update(fused.probabilities(X, rest))
-    return {n: probs[n] for n in names}
+    return {n: probs[n] for n in names}, X
 
 
 def trunk_probabilities(
@@ -105,7 +106,8 @@ def trunk_probabilities(
     keeps a float graph to recheck with, the rows of unsure texts come from that graph.
     A head the margins do not cover (added or changed since the export) decides
     nothing here."""
-    probs = _computed(trunk, fused, texts, names)
+    probs, X = _computed(trunk, fused, texts, names)
+    saw(X)
     twin = trunk.precise_twin()
     if twin is None or not texts:
         return probs
@@ -116,7 +118,7 @@ def trunk_probabilities(
         unsure |= decision_gaps(fused.specs[name], probs[name]) < margin
     rows = np.flatnonzero(unsure)
     if rows.size:
-        again = _computed(precise, fused, [texts[int(i)] for i in rows], names)
+        again, _ = _computed(precise, fused, [texts[int(i)] for i in rows], names)
         for name in probs:
             probs[name] = probs[name].copy()
             probs[name][rows] = again[name]

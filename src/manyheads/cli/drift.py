@@ -30,6 +30,7 @@ ALARM_EXIT = 3  # the exit code when a head alarms
 def drift_lines(heads: dict[str, dict[str, Any]]) -> str:
     """The drift table: one line per head, then a line naming the heads that alarm."""
     header = ["head", "kind", "window", "psi", "js", "conf_psi", "conf_change", "no_label"]
+    header.append("inputs_t2")
     cells = [
         [
             name,
@@ -40,6 +41,7 @@ def drift_lines(heads: dict[str, dict[str, Any]]) -> str:
             row["confidence_psi"],
             row["confidence_change"],
             row["no_label_share"],
+            row.get("inputs_t2"),
             "ALARM" if row["alarm"] else "ok",
             row["reason"],
         ]
@@ -76,8 +78,9 @@ def drift_lines(heads: dict[str, dict[str, Any]]) -> str:
 def drift(**options: Any) -> None:
     """Each head's drift over INPUT against its reference (its answers on its validation
     split): PSI and Jensen-Shannon distance of the labels and the confidence given,
-    the change in mean confidence, the share without a label. Exits with code 3 when
-    any head alarms."""
+    the change in mean confidence, the share without a label, and (texts answered
+    now, a trunk that maps meaning) Hotelling's T² of their vectors against the texts
+    the head was built on. Exits with code 3 when any head alarms."""
     from .. import jobs
     from ..learn.drift import DriftSettings
 

@@ -4,7 +4,9 @@ The file is either texts to answer (a table's text field, or a plain file with o
 text per line), or what ``manyheads label`` wrote (JSONL with each head's answer
 object, or CSV / TSV / Parquet with ``HEAD`` and ``HEAD_score`` columns), whose
 answers are read as they are, without the trunk. Every row makes the window unless
-``settings.window`` keeps only the last ones.
+``settings.window`` keeps only the last ones. Texts answered now give each head's
+inputs' row as well (their trunk vectors against the head's reference); answers read
+from a file cannot.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..bundle import vectors_seen
 from ..data import read_records
 from ..data.tables import readable
 from ..errors import ConfigError, DataError
@@ -119,6 +122,12 @@ def _labelled(path: Path, heads: Sequence[str]) -> str | None:
     return None
 
 
+def _observe_vectors(window: DriftWindow, seen: list[Any]) -> None:
+    for X in seen:
+        window.observe_vectors(X)
+    seen.clear()
+
+
 def drift_file(
     bundle_path: str | Path,
     input_file: str | Path,
@@ -162,13 +171,16 @@ def drift_file(
         )  # fmt: skip
         answers = (answer for _, answer in found)
     batch: list[dict[str, Any]] = []
-    for answer in answers:
-        batch.append(answer)
-        if len(batch) >= 1024:
-            window.observe(batch)
-            rows, batch = rows + len(batch), []
-    window.observe(batch)
-    rows += len(batch)
+    with vectors_seen() as seen:  # the texts answered now: their vectors too
+        for answer in answers:
+            batch.append(answer)
+            if len(batch) >= 1024:
+                window.observe(batch)
+                rows, batch = rows + len(batch), []
+                _observe_vectors(window, seen)
+        window.observe(batch)
+        rows += len(batch)
+        _observe_vectors(window, seen)
     if not rows:
         raise DataError(f"{path}: no answered rows")
     return DriftReport("labelled" if how else "texts", rows, window.report(info))

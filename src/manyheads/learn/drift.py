@@ -35,11 +35,32 @@ and the PSI of its labels or of its confidence is over its threshold, the larger
 a window that only differs from the reference by chance stays under it. A window
 rolls (the last ``window`` answers, default 1000), so the alarm clears again when
 the inputs come back.
+
+**The inputs.** A head's answers can stay put while its texts move: a head of 50
+sections spreads texts of a new kind over sections it knows. So a reference also keeps
+(``reference["inputs"]``, on a trunk with a part that maps texts by meaning: a
+transformer, ``static``, a composite with one) where the texts the head was built on
+lay: ``INPUT_COMPONENTS`` principal axes of that part's vectors, fitted on one half
+of the head's rows (at most ``INPUT_ROWS`` of them, split by group), and, measured on
+the other half, the mean, the variance along each axis and the design effect of the
+mean along them (along axes fitted on the same rows, spread and clustering read larger
+than new texts show them: the statistic below was half its chance size on stationary
+streams). A window's vectors (those of the texts answered:
+:func:`~manyheads.bundle.recheck.vectors_seen`) are projected on those axes, and their
+mean is compared with the reference's by Hotelling's T²: the squared distance of the
+two means along each axis over its variance, ``(1/n_ref + 1/n_win) * lambda_j *
+deff``, summed. For windows drawn like the reference it is chi-squared with as many
+degrees of freedom as axes; the head alarms when it passes the ``1 - alpha``
+quantile. A head trained before this was kept, a trunk without such a part, a
+window without vectors (answers read from a file, texts a service read in steps): no
+input row, as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import zlib
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,10 +79,14 @@ __all__ = [
     "answer_labels",
     "drift_table",
     "head_reference",
+    "input_profile",
     "reference_profile",
 ]
 
 BINS = 10  # confidence histogram: ten equal bins over [0, 1]
+INPUT_COMPONENTS = 16  # principal axes of the inputs' reference
+INPUT_ROWS = 10_000  # rows of the inputs' reference, at most (a seeded sample)
+_MIN_INPUT_ROWS = 50  # fewer rows keep no inputs' reference
 NO_LABEL = "(no label)"
 _VERSION = 1
 NO_REFERENCE = (
@@ -265,6 +290,173 @@ def head_reference(
     return reference_profile(found, groups)
 
 
+# -- the inputs ---------------------------------------------------------------------
+
+
+def _group_design_effect(Z: np.ndarray, groups: Sequence[Any]) -> float:
+    """The mean design effect of the means of ``Z``'s columns when its rows come in
+    ``groups`` (the cluster-robust variance of each mean over its variance with every
+    row drawn on its own); 1 with fewer than ``MIN_GROUPS`` groups; at most 50."""
+    ids: dict[Any, int] = {}
+    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
+    n, n_groups = Z.shape[0], len(ids)
+    if n_groups < MIN_GROUPS or n < 2:
+        return 1.0
+    centred = Z - Z.mean(axis=0)
+    sums = np.zeros((n_groups, Z.shape[1]))
+    np.add.at(sums, g, centred)
+    clustered = n_groups / (n_groups - 1) * (sums**2).sum(axis=0) / n**2
+    iid = centred.var(axis=0, ddof=1) / n
+    keep = iid > 0
+    if not keep.any():
+        return 1.0
+    return float(min(max(float(np.mean(clustered[keep] / iid[keep])), 1.0), 50.0))
+
+
+def _block(X: Any, columns: tuple[int, int], rows: np.ndarray | None = None) -> np.ndarray:
+    """The columns ``[start, stop)`` of ``X``'s rows (dense or CSR), dense float64."""
+    part = X[:, columns[0] : columns[1]] if rows is None else X[rows][:, columns[0] : columns[1]]
+    return np.asarray(part.toarray() if hasattr(part, "toarray") else part, dtype=np.float64)
+
+
+def _short(values: np.ndarray) -> list[float]:
+    return [float(f"{v:.6g}") for v in np.asarray(values, dtype=np.float64).ravel()]
+
+
+def _halves(n: int, groups: Sequence[Any] | None, seed: int) -> np.ndarray:
+    """Which half each of ``n`` rows is in (0 or 1): by a hash of its group, so a
+    group's rows stay together, else at random."""
+    if groups is not None:
+        side = np.array([zlib.crc32(f"{seed}:{g}".encode()) % 2 for g in groups])
+        if min(int((side == 0).sum()), int((side == 1).sum())) >= _MIN_INPUT_ROWS // 2:
+            return side
+    return np.random.default_rng(seed).permutation(n) % 2
+
+
+def input_profile(
+    vectors: Any,
+    columns: tuple[int, int] | None,
+    groups: Sequence[Any] | None = None,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """The inputs' reference (see the module's text) from the trunk vectors of a head's
+    rows (dense or CSR), of which ``columns`` (``[start, stop)``) are the part that
+    maps texts by meaning; ``groups``: the rows' groups. The axes are fitted on one
+    half of the rows (by group), the mean, the variances and the design effect
+    measured on the other: along axes fitted on the same rows, their spread and their
+    clustering read larger than new texts show. None without such a part or with
+    fewer than 50 rows. Plain JSON: ``(INPUT_COMPONENTS + 1) x`` the part's width
+    numbers."""
+    if columns is None:
+        return None
+    n_all = int(vectors.shape[0])
+    rows = np.arange(n_all)
+    if n_all > INPUT_ROWS:
+        rows = np.sort(np.random.default_rng(seed).choice(n_all, INPUT_ROWS, replace=False))
+    if len(rows) < _MIN_INPUT_ROWS or columns[1] > vectors.shape[1]:
+        return None
+    V = _block(vectors, columns, rows)
+    at = None if groups is None or len(groups) != n_all else [groups[int(i)] for i in rows]
+    side = _halves(len(rows), at, seed)
+    fit, held = V[side == 0], V[side == 1]
+    # the covariance's eigenvectors (a d x d problem, whatever the rows), largest first
+    centred = fit - fit.mean(axis=0)
+    _, eigenvectors = np.linalg.eigh(centred.T @ centred / max(len(fit) - 1, 1))
+    k = min(INPUT_COMPONENTS, len(fit) - 1, len(held) - 1, V.shape[1])
+    axes = eigenvectors[:, ::-1][:, :k].T
+    center = held.mean(axis=0)
+    Z = (held - center) @ axes.T
+    variances = Z.var(axis=0, ddof=1)
+    keep = variances > 1e-9 * float(variances.max(initial=0.0))
+    axes, variances, Z = axes[keep], variances[keep], Z[:, keep]
+    if not len(variances):
+        return None
+    deff = 1.0
+    if at is not None:
+        deff = _group_design_effect(Z, [g for g, h in zip(at, side, strict=True) if h == 1])
+    return {
+        "version": _VERSION,
+        "columns": [int(columns[0]), int(columns[1])],
+        "n": len(held),
+        "center": _short(center),
+        "components": [_short(a) for a in axes],
+        "variances": _short(variances),
+        "design_effect": round(deff, 4),
+    }
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """A head's inputs' reference, read (:func:`_inputs_of`)."""
+
+    columns: tuple[int, int]
+    n: int
+    center: np.ndarray
+    axes: np.ndarray
+    variances: np.ndarray
+    design_effect: float
+
+    def project(self, X: Any) -> np.ndarray | None:
+        """``X``'s rows on the axes (rows x axes); None when ``X`` lacks the columns."""
+        if X is None or X.shape[0] == 0 or X.shape[1] < self.columns[1]:
+            return None
+        return np.asarray((_block(X, self.columns) - self.center) @ self.axes.T)
+
+
+def _inputs_of(ref: Any) -> _Inputs | None:
+    """The inputs' reference of a head's reference, read and checked; None when there
+    is none or it does not read."""
+    found = ref.get("inputs") if isinstance(ref, Mapping) else None
+    if not isinstance(found, Mapping) or found.get("version") != _VERSION:
+        return None
+    try:
+        a, b = (int(v) for v in found["columns"])
+        center = np.asarray(found["center"], dtype=np.float64)
+        axes = np.asarray(found["components"], dtype=np.float64)
+        variances = np.asarray(found["variances"], dtype=np.float64)
+        n = int(found["n"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    ok = (
+        0 <= a < b
+        and center.shape == (b - a,)
+        and axes.ndim == 2
+        and axes.shape[1] == b - a
+        and variances.shape == (axes.shape[0],)
+        and axes.shape[0] > 0
+        and n > 1
+        and bool(np.isfinite(axes).all() and np.isfinite(center).all())
+        and bool((variances > 0).all() and np.isfinite(variances).all())
+    )
+    if not ok:
+        return None
+    return _Inputs((a, b), n, center, axes, variances, _deff(found.get("design_effect")))
+
+
+@dataclass
+class _InputTally:
+    """The sum of a window's projected vectors and their count."""
+
+    total: np.ndarray | None = None
+    n: int = 0
+
+    def add(self, Z: np.ndarray | None) -> None:
+        if Z is None or not len(Z):
+            return
+        self.total = Z.sum(axis=0) if self.total is None else self.total + Z.sum(axis=0)
+        self.n += len(Z)
+
+
+def _input_t2(ref: _Inputs, t: _InputTally, s: DriftSettings) -> tuple[float, float]:
+    """``(T², threshold)`` of a window's projected vectors against the reference."""
+    from scipy.stats import chi2
+
+    assert t.total is not None
+    mean = t.total / t.n
+    spread = ref.variances * (1.0 / ref.n + 1.0 / t.n) * ref.design_effect
+    return float(np.sum(mean**2 / spread)), float(chi2.ppf(1.0 - s.alpha, len(ref.variances)))
+
+
 # -- the distances ------------------------------------------------------------------
 
 
@@ -307,8 +499,10 @@ def _r(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]:
-    """One head's row of the drift table."""
+def _row(
+    info: Mapping[str, Any], t: _Tally, s: DriftSettings, inputs: _InputTally | None = None
+) -> dict[str, Any]:
+    """One head's row of the drift table (``inputs``: the window's projected vectors)."""
     ref = info.get("reference")
     mean = t.mean_confidence
     row: dict[str, Any] = {
@@ -327,6 +521,9 @@ def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]
         "confidence_change": None,
         "no_label_share": _r(t.no_label / t.rows) if t.rows else None,
         "reference_no_label_share": None,
+        "inputs_t2": None,
+        "inputs_threshold": None,
+        "inputs_window": None,
         "alarm": False,
         "reason": "",
     }
@@ -363,6 +560,13 @@ def _row(info: Mapping[str, Any], t: _Tally, s: DriftSettings) -> dict[str, Any]
         row["confidence_threshold"] = _r(climit)
         if cpsi > climit:
             moved.append(f"confidence PSI {cpsi:.3f} > {climit:.3f}")
+    ref_inputs = _inputs_of(ref)
+    if ref_inputs is not None and inputs is not None and inputs.n:
+        t2, tlimit = _input_t2(ref_inputs, inputs, s)
+        row |= {"inputs_t2": _r(t2, 3), "inputs_threshold": _r(tlimit, 3)}
+        row["inputs_window"] = inputs.n
+        if t2 > tlimit and inputs.n >= s.min_window:
+            moved.append(f"inputs T² {t2:.1f} > {tlimit:.1f}")
     if t.rows < s.min_window:
         return row | {"reason": f"{t.rows} answers, fewer than the {s.min_window} to judge"}
     if moved:
@@ -382,20 +586,28 @@ def drift_table(
     head_info: Mapping[str, Mapping[str, Any]],
     answers: Iterable[Mapping[str, Any]],
     settings: DriftSettings | None = None,
+    vectors: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """Per head of ``head_info`` (``Bundle.head_info``), the drift of ``answers`` (one
     dict per text, ``{head: answer}`` as ``Bundle.predict`` gives them; every one, the
     window being the whole list) from the head's reference: ``window``, ``psi``, ``js``,
     ``psi_threshold``, ``confidence_psi``, ``confidence_js``, ``mean_confidence``,
-    ``confidence_change``, ``no_label_share``, ``alarm``, ``reason``... (see the module
-    docstring)."""
+    ``confidence_change``, ``no_label_share``, ``inputs_t2``, ``alarm``, ``reason``...
+    (see the module docstring). ``vectors``: the trunk's vectors of the texts answered
+    (``Bundle.embed``), for the inputs' rows."""
     s = _settings(settings)
     tallies = {name: _Tally() for name in head_info}
     for answer in answers:
         for name, tally in tallies.items():
             if name in answer:
                 tally.add(answer[name])
-    return {name: _row(info, tallies[name], s) for name, info in head_info.items()}
+    inputs = {name: _InputTally() for name in head_info}
+    if vectors is not None:
+        for name, info in head_info.items():
+            found = _inputs_of(info.get("reference"))
+            if found is not None:
+                inputs[name].add(found.project(vectors))
+    return {name: _row(info, tallies[name], s, inputs[name]) for name, info in head_info.items()}
 
 
 # -- the rolling window -------------------------------------------------------------
@@ -413,9 +625,11 @@ class DriftWindow:
     window is None), thread-safe, in bounded memory.
 
     :meth:`observe` only keeps the answers given (a few list operations, so answering
-    is not slowed); :meth:`report` counts them. :meth:`follow` with a bundle's
-    ``head_info`` starts a head's window again when the head was replaced (trained
-    again, installed) and forgets removed heads."""
+    is not slowed); :meth:`report` counts them. :meth:`observe_vectors` keeps the
+    trunk's vectors of answered texts, projected on each head's inputs' axes (a small
+    matrix product a pass; the last ``window`` rows a head). :meth:`follow` with a
+    bundle's ``head_info`` starts a head's window again when the head was replaced
+    (trained again, installed) and forgets removed heads."""
 
     def __init__(self, settings: DriftSettings | None = None) -> None:
         self.settings = _settings(settings)
@@ -426,6 +640,10 @@ class DriftWindow:
         self._since: dict[str, int] = {}  # a head's window starts at this row
         self._identity: dict[str, tuple[Any, ...]] = {}
         self._totals: dict[str, _Tally] = {}  # window None: running counts
+        self._inputs: dict[str, _Inputs] = {}  # each head's inputs' reference, read
+        self._projected: dict[str, deque[np.ndarray]] = {}  # the window's, a head
+        self._projected_rows: dict[str, int] = {}
+        self._input_totals: dict[str, _InputTally] = {}  # window None: running sums
 
     def observe(self, answers: Sequence[Mapping[str, Any]]) -> None:
         """Add answers (one dict per text, ``{head: answer}``) to the window."""
@@ -446,11 +664,39 @@ class DriftWindow:
             while self._batches and self._rows - len(self._batches[0][1]) >= window:
                 self._rows -= len(self._batches.popleft()[1])
 
+    def observe_vectors(self, vectors: Any) -> None:
+        """Add the trunk's vectors of answered texts (rows, dense or CSR) to the window
+        of each head with an inputs' reference."""
+        if vectors is None or vectors.shape[0] == 0:
+            return
+        with self._lock:
+            inputs = dict(self._inputs)
+        found = {name: ref.project(vectors) for name, ref in inputs.items()}
+        window = self.settings.window
+        with self._lock:
+            for name, Z in found.items():
+                if Z is None or self._inputs.get(name) is not inputs[name]:
+                    continue  # the head was replaced meanwhile
+                if window is None:
+                    self._input_totals.setdefault(name, _InputTally()).add(Z)
+                    continue
+                kept = self._projected.setdefault(name, deque())
+                kept.append(Z)
+                rows = self._projected_rows.get(name, 0) + len(Z)
+                while kept and rows - len(kept[0]) >= window:
+                    rows -= len(kept.popleft())
+                self._projected_rows[name] = rows
+
     def follow(self, head_info: Mapping[str, Mapping[str, Any]]) -> None:
         """The heads answering from now on: a head replaced since starts again."""
         with self._lock:
             for name, info in head_info.items():
                 ident = _identity(info)
+                if self._identity.get(name, ident) != ident or name not in self._identity:
+                    self._forget_inputs(name)
+                    found = _inputs_of(info.get("reference"))
+                    if found is not None:
+                        self._inputs[name] = found
                 if self._identity.get(name, ident) != ident:
                     self._since[name] = self._seen
                     self._totals.pop(name, None)
@@ -459,6 +705,11 @@ class DriftWindow:
                 self._identity.pop(name)
                 self._since[name] = self._seen
                 self._totals.pop(name, None)
+                self._forget_inputs(name)
+
+    def _forget_inputs(self, name: str) -> None:
+        for kept in (self._inputs, self._projected, self._projected_rows, self._input_totals):
+            kept.pop(name, None)
 
     def report(self, head_info: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
         """The drift table (:func:`drift_table`'s rows) of the window, for the heads of
@@ -469,9 +720,15 @@ class DriftWindow:
             totals = {n: t for n, t in self._totals.items() if n in head_info}
             window = self.settings.window
             seen = self._seen
+            inputs = {name: _InputTally() for name in head_info}
+            for name in head_info:
+                if window is None and name in self._input_totals:
+                    inputs[name] = dataclasses.replace(self._input_totals[name])
+                elif window is not None and self._projected.get(name):
+                    inputs[name].add(np.concatenate(list(self._projected[name]))[-window:])
         if window is None:
             return {
-                name: _row(info, totals.get(name, _Tally()), self.settings)
+                name: _row(info, totals.get(name, _Tally()), self.settings, inputs[name])
                 for name, info in head_info.items()
             }
         first = max(0, seen - window)  # the oldest row still in the window
@@ -484,7 +741,10 @@ class DriftWindow:
                 for name, tally in tallies.items():
                     if row >= since.get(name, 0) and name in answer:
                         tally.add(answer[name])
-        return {name: _row(info, tallies[name], self.settings) for name, info in head_info.items()}
+        return {
+            name: _row(info, tallies[name], self.settings, inputs[name])
+            for name, info in head_info.items()
+        }
 
     @property
     def size(self) -> int:

@@ -146,6 +146,7 @@ DRIFT_GAUGES = (
     ("confidence_psi", "confidence_psi", "Population stability index of the confidence"),
     ("confidence_change", "confidence_change", "Mean confidence, window minus reference"),
     ("no_label_share", "no_label_share", "Share of the window's answers with no label"),
+    ("inputs_t2", "inputs_t2", "Hotelling's T2 of the window's trunk vectors vs reference"),
     ("window", "window", "Answers in the head's drift window"),
     ("alarm", "alarm", "1 when the head's drift is over its threshold"),
 )

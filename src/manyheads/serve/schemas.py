@@ -248,6 +248,12 @@ class HeadDrift(BaseModel):
     confidence_change: float | None = Field(description="Mean confidence minus reference's.")
     no_label_share: float | None = Field(description="Share of answers with no label.")
     reference_no_label_share: float | None
+    inputs_t2: float | None = Field(
+        description="Hotelling's T² of the window's trunk vectors against the texts the "
+        "head was built on (None: no inputs' reference, or no vectors yet)."
+    )
+    inputs_threshold: float | None = Field(description="The inputs' T² that alarms.")
+    inputs_window: int | None = Field(description="Texts whose vectors are in the window.")
     alarm: bool
     reason: str
 

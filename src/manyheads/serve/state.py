@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..bundle import vectors_seen
 from ..errors import FingerprintMismatchError, ManyheadsError
 from ..learn.drift import DriftWindow
 from .batcher import MicroBatcher, Pass
@@ -103,7 +104,7 @@ class Service:
         # a pass reads one bundle: a long text's steps, the bundle served when it began
         texts, chars, _ = self.config.pass_limits(bundle.trunk.device.accelerated)
         self.batcher = MicroBatcher(
-            lambda texts: self.bundle.predict(texts, max_chars=window),
+            lambda texts: self._answer(texts, window),
             measure=lambda texts: self.bundle.trunk.work(texts),
             start=lambda text: self.bundle.predict_steps([text], max_chars=window),
             max_batch=texts,
@@ -114,6 +115,14 @@ class Service:
         )
         self.batcher.start()
         self.ready = True
+
+    def _answer(self, texts: list[str], max_chars: int | None) -> list[dict[str, Any]]:
+        """One pass's answers; its vectors go to each head's inputs' window (drift)."""
+        with vectors_seen() as seen:
+            answers = self.bundle.predict(texts, max_chars=max_chars)
+        for X in seen:
+            self.drift.observe_vectors(X)
+        return answers
 
     def _observe_pass(self, done: Pass) -> None:
         """After each trunk pass, in the worker thread: the metrics, and the answers kept

@@ -24,7 +24,7 @@ from ..heads.head_types import candidate_types
 from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
-from ..learn.drift import head_reference
+from ..learn.drift import head_reference, input_profile
 from ..trunks.base import check_texts, dense_rows, stack_rows
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
 from .settings import FitSettings, HeadSummary
@@ -311,6 +311,7 @@ def fit_head(
     )
     embed_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
+    X_trunk = X_all  # the trunk's own vectors, for the inputs' reference
     if val_texts is not None:
         X, X_val = X_all[: len(texts)], X_all[len(texts) :]
         y, y_val = labels, list(val_labels or [])
@@ -408,6 +409,9 @@ def fit_head(
         kept_labels = labels + list(val_labels or [])
         if groups is not None:
             kept_groups = list(groups) + [f"validation-{i}" for i in range(len(val_texts))]
+    inputs = input_profile(X_trunk, bundle.trunk.meaning_columns, kept_groups, s.seed)
+    if inputs is not None:
+        reference["inputs"] = inputs
     info = {
         "kind": kind,
         "field": s.field or name,
@@ -496,6 +500,7 @@ def refit_head(
     bundle.limits.check_labels(distinct_labels(head_kind, labels), f"head {name!r}")
     t0 = time.perf_counter()
     X = bundle.embed(texts) if features is None else features
+    X_trunk = X  # the trunk's own vectors, for the inputs' reference
     embed_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     model = copy.deepcopy(old)
@@ -537,6 +542,11 @@ def refit_head(
     info.pop("data", None)
     if walked:
         info["fit"] = {**info["fit"], "C_chosen": float(model.C_), "C_rows": len(texts)}
+    reference = info.get("reference")
+    if isinstance(reference, Mapping):  # the texts it learnt from, the new ones among them
+        inputs = input_profile(X_trunk, bundle.trunk.meaning_columns, groups, seed)
+        reference = {k: v for k, v in reference.items() if k != "inputs"}
+        info["reference"] = reference if inputs is None else {**reference, "inputs": inputs}
     info |= {
         "n_train": len(texts),
         "data_hash": data_hash(texts, labels),

@@ -302,6 +302,12 @@ class TrunkBase:
         ``semantic``, or, for a composite, any part's."""
         return type(self).semantic
 
+    @property
+    def meaning_columns(self) -> tuple[int, int] | None:
+        """The columns ``[start, stop)`` of :meth:`encode_features` that map texts by
+        meaning (dense; a composite's first such part), or None."""
+        return (0, int(self.dim)) if self.encodes_meaning else None
+
     def encode_labels(self, texts: Sequence[str]) -> np.ndarray:
         """Dense vectors of label names and descriptions in the space of
         :meth:`encode_features` (a composite's parts that do not encode meaning give

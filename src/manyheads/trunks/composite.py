@@ -171,6 +171,16 @@ class CompositeTrunk(TrunkBase):
     def encodes_meaning(self) -> bool:
         return any(p.encodes_meaning for p in self._parts)
 
+    @property
+    def meaning_columns(self) -> tuple[int, int] | None:
+        at = 0
+        for p in self._parts:
+            found = p.meaning_columns
+            if found is not None:
+                return (at + found[0], at + found[1])
+            at += int(p.dim)
+        return None
+
     def encode_labels(self, texts: Sequence[str]) -> np.ndarray:
         """The parts that encode meaning encode the labels; the others give zeros."""
         if not self.encodes_meaning:
