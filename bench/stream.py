@@ -360,15 +360,23 @@ def summary(run: dict[str, Any], half: int) -> dict[str, Any]:
 
 
 def drift_curves(
-    head_info: Any, answers: Sequence[Any], window: int, step: int, table: Callable[..., Any]
+    head_info: Any,
+    answers: Sequence[Any],
+    window: int,
+    step: int,
+    table: Callable[..., Any],
+    vectors: Any = None,
 ) -> dict[str, dict[str, list[Any]]]:
-    """Per head, the drift statistic over the last ``window`` answers, every ``step``."""
+    """Per head, the drift statistics over the last ``window`` answers (and the trunk's
+    vectors of their texts), every ``step``."""
     out: dict[str, dict[str, list[Any]]] = {h: {} for h in HEADS}
     for end in range(window, len(answers) + 1, step):
-        rows = table(head_info, list(answers[end - window : end]))
+        seen = None if vectors is None else vectors[end - window : end]
+        rows = table(head_info, list(answers[end - window : end]), vectors=seen)
         for h in HEADS:
             r = rows[h]
             keys = ("psi", "psi_threshold", "js", "confidence_psi", "mean_confidence", "alarm")
+            keys += ("inputs_t2", "inputs_threshold")
             for key in keys:
                 out[h].setdefault(key, []).append(r.get(key))
             out[h].setdefault("row", []).append(end)
@@ -386,11 +394,16 @@ def drift(args: argparse.Namespace, stream: dict[str, Any], run: dict[str, Any])
     shifted = run["frozen_answers"]
     rest = [r["text"] for c in stream["stationary"][half:] for r in c]
     stationary = shifted[:n_first] + frozen.predict(rest)
+    # the trunk's vectors of the same texts: each head's inputs against its reference
+    shifted_vectors = frozen.embed([r["text"] for c in stream["shifted"] for r in c])
+    stationary_vectors = np.concatenate(
+        [np.asarray(shifted_vectors[:n_first]), np.asarray(frozen.embed(rest))]
+    )
     info = frozen.head_info
     w, s = args.drift_window, args.drift_step
     out: dict[str, Any] = {"window": w, "step": s, "shift_at_row": n_first}
-    out["stationary"] = drift_curves(info, stationary, w, s, drift_table)
-    out["shifted"] = drift_curves(info, shifted, w, s, drift_table)
+    out["stationary"] = drift_curves(info, stationary, w, s, drift_table, stationary_vectors)
+    out["shifted"] = drift_curves(info, shifted, w, s, drift_table, shifted_vectors)
     verdict = {}
     for h in HEADS:
         st, sh = out["stationary"][h], out["shifted"][h]
@@ -518,7 +531,18 @@ def figures(result: dict[str, Any], path: str, drift_path: str) -> None:
     d = result.get("drift")
     if not d:
         return
-    fig, axes = plt.subplots(1, len(HEADS), figsize=(6 * len(HEADS), 4), squeeze=False)
+    fig, axes = plt.subplots(2, len(HEADS), figsize=(6 * len(HEADS), 8), squeeze=False)
+    for ax, h in zip(axes[1], HEADS, strict=True):
+        for name in ("stationary", "shifted"):
+            c = d[name][h]
+            if any(v is not None for v in c.get("inputs_t2", ())):
+                ax.plot(c["row"], c["inputs_t2"], label=f"{name} stream: inputs T²")
+        ax.plot(d["shifted"][h]["row"], d["shifted"][h].get("inputs_threshold"), "k:",
+                label="alarm")  # fmt: skip
+        ax.axvline(d["shift_at_row"], color="grey", linestyle="--")
+        ax.set(title=f"{h}: inputs (window {d['window']})", xlabel="row", ylabel="T²")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
     for ax, h in zip(axes[0], HEADS, strict=True):
         for name in ("stationary", "shifted"):
             c = d[name][h]
