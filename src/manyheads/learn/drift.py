@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import zlib
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +68,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from .inputs import (
+    MIN_GROUPS,
+    Inputs,
+    InputTally,
+    input_profile,
+    input_t2,
+    inputs_of,
+    kept_design_effect,
+)
 
 __all__ = [
     "BINS",
@@ -84,9 +92,6 @@ __all__ = [
 ]
 
 BINS = 10  # confidence histogram: ten equal bins over [0, 1]
-INPUT_COMPONENTS = 16  # principal axes of the inputs' reference
-INPUT_ROWS = 10_000  # rows of the inputs' reference, at most (a seeded sample)
-_MIN_INPUT_ROWS = 50  # fewer rows keep no inputs' reference
 NO_LABEL = "(no label)"
 _VERSION = 1
 NO_REFERENCE = (
@@ -206,9 +211,6 @@ def _tally(answers: Iterable[Mapping[str, Any] | None]) -> _Tally:
 # -- the reference ------------------------------------------------------------------
 
 
-MIN_GROUPS = 10  # groups a reference needs before its design effect is measured
-
-
 def design_effect(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> float:
     """The mean design effect (Rao and Scott's first-order correction) of the shares of
     the cells each row counts in (``cells[i]``: row i's labels, or its confidence bin)
@@ -290,173 +292,6 @@ def head_reference(
     return reference_profile(found, groups)
 
 
-# -- the inputs ---------------------------------------------------------------------
-
-
-def _group_design_effect(Z: np.ndarray, groups: Sequence[Any]) -> float:
-    """The mean design effect of the means of ``Z``'s columns when its rows come in
-    ``groups`` (the cluster-robust variance of each mean over its variance with every
-    row drawn on its own); 1 with fewer than ``MIN_GROUPS`` groups; at most 50."""
-    ids: dict[Any, int] = {}
-    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
-    n, n_groups = Z.shape[0], len(ids)
-    if n_groups < MIN_GROUPS or n < 2:
-        return 1.0
-    centred = Z - Z.mean(axis=0)
-    sums = np.zeros((n_groups, Z.shape[1]))
-    np.add.at(sums, g, centred)
-    clustered = n_groups / (n_groups - 1) * (sums**2).sum(axis=0) / n**2
-    iid = centred.var(axis=0, ddof=1) / n
-    keep = iid > 0
-    if not keep.any():
-        return 1.0
-    return float(min(max(float(np.mean(clustered[keep] / iid[keep])), 1.0), 50.0))
-
-
-def _block(X: Any, columns: tuple[int, int], rows: np.ndarray | None = None) -> np.ndarray:
-    """The columns ``[start, stop)`` of ``X``'s rows (dense or CSR), dense float64."""
-    part = X[:, columns[0] : columns[1]] if rows is None else X[rows][:, columns[0] : columns[1]]
-    return np.asarray(part.toarray() if hasattr(part, "toarray") else part, dtype=np.float64)
-
-
-def _short(values: np.ndarray) -> list[float]:
-    return [float(f"{v:.6g}") for v in np.asarray(values, dtype=np.float64).ravel()]
-
-
-def _halves(n: int, groups: Sequence[Any] | None, seed: int) -> np.ndarray:
-    """Which half each of ``n`` rows is in (0 or 1): by a hash of its group, so a
-    group's rows stay together, else at random."""
-    if groups is not None:
-        side = np.array([zlib.crc32(f"{seed}:{g}".encode()) % 2 for g in groups])
-        if min(int((side == 0).sum()), int((side == 1).sum())) >= _MIN_INPUT_ROWS // 2:
-            return side
-    return np.random.default_rng(seed).permutation(n) % 2
-
-
-def input_profile(
-    vectors: Any,
-    columns: tuple[int, int] | None,
-    groups: Sequence[Any] | None = None,
-    seed: int = 0,
-) -> dict[str, Any] | None:
-    """The inputs' reference (see the module's text) from the trunk vectors of a head's
-    rows (dense or CSR), of which ``columns`` (``[start, stop)``) are the part that
-    maps texts by meaning; ``groups``: the rows' groups. The axes are fitted on one
-    half of the rows (by group), the mean, the variances and the design effect
-    measured on the other: along axes fitted on the same rows, their spread and their
-    clustering read larger than new texts show. None without such a part or with
-    fewer than 50 rows. Plain JSON: ``(INPUT_COMPONENTS + 1) x`` the part's width
-    numbers."""
-    if columns is None:
-        return None
-    n_all = int(vectors.shape[0])
-    rows = np.arange(n_all)
-    if n_all > INPUT_ROWS:
-        rows = np.sort(np.random.default_rng(seed).choice(n_all, INPUT_ROWS, replace=False))
-    if len(rows) < _MIN_INPUT_ROWS or columns[1] > vectors.shape[1]:
-        return None
-    V = _block(vectors, columns, rows)
-    at = None if groups is None or len(groups) != n_all else [groups[int(i)] for i in rows]
-    side = _halves(len(rows), at, seed)
-    fit, held = V[side == 0], V[side == 1]
-    # the covariance's eigenvectors (a d x d problem, whatever the rows), largest first
-    centred = fit - fit.mean(axis=0)
-    _, eigenvectors = np.linalg.eigh(centred.T @ centred / max(len(fit) - 1, 1))
-    k = min(INPUT_COMPONENTS, len(fit) - 1, len(held) - 1, V.shape[1])
-    axes = eigenvectors[:, ::-1][:, :k].T
-    center = held.mean(axis=0)
-    Z = (held - center) @ axes.T
-    variances = Z.var(axis=0, ddof=1)
-    keep = variances > 1e-9 * float(variances.max(initial=0.0))
-    axes, variances, Z = axes[keep], variances[keep], Z[:, keep]
-    if not len(variances):
-        return None
-    deff = 1.0
-    if at is not None:
-        deff = _group_design_effect(Z, [g for g, h in zip(at, side, strict=True) if h == 1])
-    return {
-        "version": _VERSION,
-        "columns": [int(columns[0]), int(columns[1])],
-        "n": len(held),
-        "center": _short(center),
-        "components": [_short(a) for a in axes],
-        "variances": _short(variances),
-        "design_effect": round(deff, 4),
-    }
-
-
-@dataclass(frozen=True)
-class _Inputs:
-    """A head's inputs' reference, read (:func:`_inputs_of`)."""
-
-    columns: tuple[int, int]
-    n: int
-    center: np.ndarray
-    axes: np.ndarray
-    variances: np.ndarray
-    design_effect: float
-
-    def project(self, X: Any) -> np.ndarray | None:
-        """``X``'s rows on the axes (rows x axes); None when ``X`` lacks the columns."""
-        if X is None or X.shape[0] == 0 or X.shape[1] < self.columns[1]:
-            return None
-        return np.asarray((_block(X, self.columns) - self.center) @ self.axes.T)
-
-
-def _inputs_of(ref: Any) -> _Inputs | None:
-    """The inputs' reference of a head's reference, read and checked; None when there
-    is none or it does not read."""
-    found = ref.get("inputs") if isinstance(ref, Mapping) else None
-    if not isinstance(found, Mapping) or found.get("version") != _VERSION:
-        return None
-    try:
-        a, b = (int(v) for v in found["columns"])
-        center = np.asarray(found["center"], dtype=np.float64)
-        axes = np.asarray(found["components"], dtype=np.float64)
-        variances = np.asarray(found["variances"], dtype=np.float64)
-        n = int(found["n"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    ok = (
-        0 <= a < b
-        and center.shape == (b - a,)
-        and axes.ndim == 2
-        and axes.shape[1] == b - a
-        and variances.shape == (axes.shape[0],)
-        and axes.shape[0] > 0
-        and n > 1
-        and bool(np.isfinite(axes).all() and np.isfinite(center).all())
-        and bool((variances > 0).all() and np.isfinite(variances).all())
-    )
-    if not ok:
-        return None
-    return _Inputs((a, b), n, center, axes, variances, _deff(found.get("design_effect")))
-
-
-@dataclass
-class _InputTally:
-    """The sum of a window's projected vectors and their count."""
-
-    total: np.ndarray | None = None
-    n: int = 0
-
-    def add(self, Z: np.ndarray | None) -> None:
-        if Z is None or not len(Z):
-            return
-        self.total = Z.sum(axis=0) if self.total is None else self.total + Z.sum(axis=0)
-        self.n += len(Z)
-
-
-def _input_t2(ref: _Inputs, t: _InputTally, s: DriftSettings) -> tuple[float, float]:
-    """``(T², threshold)`` of a window's projected vectors against the reference."""
-    from scipy.stats import chi2
-
-    assert t.total is not None
-    mean = t.total / t.n
-    spread = ref.variances * (1.0 / ref.n + 1.0 / t.n) * ref.design_effect
-    return float(np.sum(mean**2 / spread)), float(chi2.ppf(1.0 - s.alpha, len(ref.variances)))
-
-
 # -- the distances ------------------------------------------------------------------
 
 
@@ -489,18 +324,12 @@ def _distances(
     return psi, js, max(s.psi_alarm, noise)
 
 
-def _deff(value: Any) -> float:
-    """A kept design effect, or 1 (a number in [1, 50] or nothing)."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 50
-    return float(value) if ok else 1.0
-
-
 def _r(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
 def _row(
-    info: Mapping[str, Any], t: _Tally, s: DriftSettings, inputs: _InputTally | None = None
+    info: Mapping[str, Any], t: _Tally, s: DriftSettings, inputs: InputTally | None = None
 ) -> dict[str, Any]:
     """One head's row of the drift table (``inputs``: the window's projected vectors)."""
     ref = info.get("reference")
@@ -544,7 +373,7 @@ def _row(
     ref_rows = float(ref.get("n", 0))
     found = ref.get("design_effect")
     deff: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    labels_deff = _deff(deff.get("labels"))
+    labels_deff = kept_design_effect(deff.get("labels"))
     row["design_effect"] = labels_deff
     psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s, labels_deff)
     row |= {"psi": _r(psi), "js": _r(js), "psi_threshold": _r(limit)}
@@ -552,7 +381,7 @@ def _row(
     ref_bins = {str(i): float(v) for i, v in enumerate(conf.get("shares") or ())}
     if t.confidence_n and ref_bins and conf.get("n"):
         win_bins = {str(i): float(v) for i, v in enumerate(t.bins)}
-        conf_deff = _deff(deff.get("confidence"))
+        conf_deff = kept_design_effect(deff.get("confidence"))
         cpsi, cjs, climit = _distances(
             ref_bins, float(conf["n"]), win_bins, t.confidence_n, s, conf_deff
         )
@@ -560,9 +389,9 @@ def _row(
         row["confidence_threshold"] = _r(climit)
         if cpsi > climit:
             moved.append(f"confidence PSI {cpsi:.3f} > {climit:.3f}")
-    ref_inputs = _inputs_of(ref)
+    ref_inputs = inputs_of(ref)
     if ref_inputs is not None and inputs is not None and inputs.n:
-        t2, tlimit = _input_t2(ref_inputs, inputs, s)
+        t2, tlimit = input_t2(ref_inputs, inputs, s.alpha)
         row |= {"inputs_t2": _r(t2, 3), "inputs_threshold": _r(tlimit, 3)}
         row["inputs_window"] = inputs.n
         if t2 > tlimit and inputs.n >= s.min_window:
@@ -601,10 +430,10 @@ def drift_table(
         for name, tally in tallies.items():
             if name in answer:
                 tally.add(answer[name])
-    inputs = {name: _InputTally() for name in head_info}
+    inputs = {name: InputTally() for name in head_info}
     if vectors is not None:
         for name, info in head_info.items():
-            found = _inputs_of(info.get("reference"))
+            found = inputs_of(info.get("reference"))
             if found is not None:
                 inputs[name].add(found.project(vectors))
     return {name: _row(info, tallies[name], s, inputs[name]) for name, info in head_info.items()}
@@ -640,10 +469,10 @@ class DriftWindow:
         self._since: dict[str, int] = {}  # a head's window starts at this row
         self._identity: dict[str, tuple[Any, ...]] = {}
         self._totals: dict[str, _Tally] = {}  # window None: running counts
-        self._inputs: dict[str, _Inputs] = {}  # each head's inputs' reference, read
+        self._inputs: dict[str, Inputs] = {}  # each head's inputs' reference, read
         self._projected: dict[str, deque[np.ndarray]] = {}  # the window's, a head
         self._projected_rows: dict[str, int] = {}
-        self._input_totals: dict[str, _InputTally] = {}  # window None: running sums
+        self._input_totals: dict[str, InputTally] = {}  # window None: running sums
 
     def observe(self, answers: Sequence[Mapping[str, Any]]) -> None:
         """Add answers (one dict per text, ``{head: answer}``) to the window."""
@@ -678,7 +507,7 @@ class DriftWindow:
                 if Z is None or self._inputs.get(name) is not inputs[name]:
                     continue  # the head was replaced meanwhile
                 if window is None:
-                    self._input_totals.setdefault(name, _InputTally()).add(Z)
+                    self._input_totals.setdefault(name, InputTally()).add(Z)
                     continue
                 kept = self._projected.setdefault(name, deque())
                 kept.append(Z)
@@ -694,7 +523,7 @@ class DriftWindow:
                 ident = _identity(info)
                 if self._identity.get(name, ident) != ident or name not in self._identity:
                     self._forget_inputs(name)
-                    found = _inputs_of(info.get("reference"))
+                    found = inputs_of(info.get("reference"))
                     if found is not None:
                         self._inputs[name] = found
                 if self._identity.get(name, ident) != ident:
@@ -720,7 +549,7 @@ class DriftWindow:
             totals = {n: t for n, t in self._totals.items() if n in head_info}
             window = self.settings.window
             seen = self._seen
-            inputs = {name: _InputTally() for name in head_info}
+            inputs = {name: InputTally() for name in head_info}
             for name in head_info:
                 if window is None and name in self._input_totals:
                     inputs[name] = dataclasses.replace(self._input_totals[name])

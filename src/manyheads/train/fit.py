@@ -24,7 +24,8 @@ from ..heads.head_types import candidate_types
 from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
-from ..learn.drift import head_reference, input_profile
+from ..learn.drift import head_reference
+from ..learn.inputs import input_profile
 from ..trunks.base import check_texts, dense_rows, stack_rows
 from .parts import choose_multipliers, column_scale, fold_columns, scale_columns
 from .settings import FitSettings, HeadSummary
