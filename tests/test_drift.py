@@ -442,7 +442,7 @@ def test_an_update_takes_the_texts_it_learnt_from_into_the_inputs_reference(mean
     from manyheads.train.fit import refit_head
 
     b, _ = meaning
-    copy = Bundle(trunk="static", cache=None)
+    copy = Bundle(trunk=b.trunk, cache=None)  # the same trunk object: no second load
     copy.add_head("section", b.heads["section"], info=dict(b.head_info["section"]))
     texts = [r["text"] for r in rows["train"] + rows["shifted"]]
     labels = [r["section"] for r in rows["train"] + rows["shifted"]]
