@@ -98,6 +98,8 @@ def input_profile(
     clustering read larger than new texts show. None without such a part or with
     fewer than 50 rows. Plain JSON: ``(INPUT_COMPONENTS + 1) x`` the part's width
     numbers."""
+    from scipy.linalg import eigh
+
     if columns is None:
         return None
     n_all = int(vectors.shape[0])
@@ -112,9 +114,12 @@ def input_profile(
     fit, held = V[side == 0], V[side == 1]
     # the covariance's eigenvectors (a d x d problem, whatever the rows), largest first
     centred = fit - fit.mean(axis=0)
-    _, eigenvectors = np.linalg.eigh(centred.T @ centred / max(len(fit) - 1, 1))
     k = min(INPUT_COMPONENTS, len(fit) - 1, len(held) - 1, V.shape[1])
-    axes = eigenvectors[:, ::-1][:, :k].T
+    d = V.shape[1]  # the k largest only (ascending, so reversed)
+    _, eigenvectors = eigh(
+        centred.T @ centred / max(len(fit) - 1, 1), subset_by_index=[d - k, d - 1]
+    )
+    axes = eigenvectors[:, ::-1].T
     center = held.mean(axis=0)
     Z = (held - center) @ axes.T
     variances = Z.var(axis=0, ddof=1)
