@@ -72,7 +72,6 @@ from .inputs import (
     MIN_GROUPS,
     Inputs,
     InputTally,
-    input_profile,
     input_t2,
     inputs_of,
     kept_design_effect,
@@ -87,7 +86,6 @@ __all__ = [
     "answer_labels",
     "drift_table",
     "head_reference",
-    "input_profile",
     "reference_profile",
 ]
 
@@ -329,9 +327,13 @@ def _r(value: float | None, digits: int = 6) -> float | None:
 
 
 def _row(
-    info: Mapping[str, Any], t: _Tally, s: DriftSettings, inputs: InputTally | None = None
+    info: Mapping[str, Any],
+    t: _Tally,
+    s: DriftSettings,
+    inputs: tuple[Inputs, InputTally] | None = None,
 ) -> dict[str, Any]:
-    """One head's row of the drift table (``inputs``: the window's projected vectors)."""
+    """One head's row of the drift table (``inputs``: the head's inputs' reference, read,
+    and the window's vectors projected on it)."""
     ref = info.get("reference")
     mean = t.mean_confidence
     row: dict[str, Any] = {
@@ -389,12 +391,11 @@ def _row(
         row["confidence_threshold"] = _r(climit)
         if cpsi > climit:
             moved.append(f"confidence PSI {cpsi:.3f} > {climit:.3f}")
-    ref_inputs = inputs_of(ref)
-    if ref_inputs is not None and inputs is not None and inputs.n:
-        t2, tlimit = input_t2(ref_inputs, inputs, s.alpha)
+    if inputs is not None and inputs[1].n:
+        t2, tlimit = input_t2(*inputs, s.alpha)
         row |= {"inputs_t2": _r(t2, 3), "inputs_threshold": _r(tlimit, 3)}
-        row["inputs_window"] = inputs.n
-        if t2 > tlimit and inputs.n >= s.min_window:
+        row["inputs_window"] = inputs[1].n
+        if t2 > tlimit and inputs[1].n >= s.min_window:
             moved.append(f"inputs T² {t2:.1f} > {tlimit:.1f}")
     if t.rows < s.min_window:
         return row | {"reason": f"{t.rows} answers, fewer than the {s.min_window} to judge"}
@@ -430,13 +431,15 @@ def drift_table(
         for name, tally in tallies.items():
             if name in answer:
                 tally.add(answer[name])
-    inputs = {name: InputTally() for name in head_info}
-    if vectors is not None:
-        for name, info in head_info.items():
-            found = inputs_of(info.get("reference"))
-            if found is not None:
-                inputs[name].add(found.project(vectors))
-    return {name: _row(info, tallies[name], s, inputs[name]) for name, info in head_info.items()}
+    inputs: dict[str, tuple[Inputs, InputTally]] = {}
+    for name, info in head_info.items():
+        found = inputs_of(info.get("reference"))
+        if found is not None and vectors is not None:
+            inputs[name] = (found, InputTally())
+            inputs[name][1].add(found.project(vectors))
+    return {
+        name: _row(info, tallies[name], s, inputs.get(name)) for name, info in head_info.items()
+    }
 
 
 # -- the rolling window -------------------------------------------------------------
@@ -521,12 +524,13 @@ class DriftWindow:
         with self._lock:
             for name, info in head_info.items():
                 ident = _identity(info)
-                if self._identity.get(name, ident) != ident or name not in self._identity:
+                replaced = self._identity.get(name, ident) != ident
+                if replaced or name not in self._identity:  # its reference, read once
                     self._forget_inputs(name)
                     found = inputs_of(info.get("reference"))
                     if found is not None:
                         self._inputs[name] = found
-                if self._identity.get(name, ident) != ident:
+                if replaced:
                     self._since[name] = self._seen
                     self._totals.pop(name, None)
                 self._identity[name] = ident
@@ -549,15 +553,19 @@ class DriftWindow:
             totals = {n: t for n, t in self._totals.items() if n in head_info}
             window = self.settings.window
             seen = self._seen
-            inputs = {name: InputTally() for name in head_info}
+            inputs: dict[str, tuple[Inputs, InputTally]] = {}
             for name in head_info:
+                if name not in self._inputs:
+                    continue
+                projected = InputTally()
                 if window is None and name in self._input_totals:
-                    inputs[name] = dataclasses.replace(self._input_totals[name])
+                    projected = dataclasses.replace(self._input_totals[name])
                 elif window is not None and self._projected.get(name):
-                    inputs[name].add(np.concatenate(list(self._projected[name]))[-window:])
+                    projected.add(np.concatenate(list(self._projected[name]))[-window:])
+                inputs[name] = (self._inputs[name], projected)
         if window is None:
             return {
-                name: _row(info, totals.get(name, _Tally()), self.settings, inputs[name])
+                name: _row(info, totals.get(name, _Tally()), self.settings, inputs.get(name))
                 for name, info in head_info.items()
             }
         first = max(0, seen - window)  # the oldest row still in the window
@@ -571,7 +579,7 @@ class DriftWindow:
                     if row >= since.get(name, 0) and name in answer:
                         tally.add(answer[name])
         return {
-            name: _row(info, tallies[name], self.settings, inputs[name])
+            name: _row(info, tallies[name], self.settings, inputs.get(name))
             for name, info in head_info.items()
         }
 

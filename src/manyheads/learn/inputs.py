@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..trunks.base import dense_rows
+
 __all__ = [
     "INPUT_COMPONENTS",
     "INPUT_ROWS",
@@ -67,7 +69,7 @@ def _group_design_effect(Z: np.ndarray, groups: Sequence[Any]) -> float:
 def _block(X: Any, columns: tuple[int, int], rows: np.ndarray | None = None) -> np.ndarray:
     """The columns ``[start, stop)`` of ``X``'s rows (dense or CSR), dense float64."""
     part = X[:, columns[0] : columns[1]] if rows is None else X[rows][:, columns[0] : columns[1]]
-    return np.asarray(part.toarray() if hasattr(part, "toarray") else part, dtype=np.float64)
+    return dense_rows(part).astype(np.float64)
 
 
 def _short(values: np.ndarray) -> list[float]:
@@ -143,7 +145,7 @@ def input_profile(
 
 @dataclass(frozen=True)
 class Inputs:
-    """A head's inputs' reference, read (:func:`_inputs_of`)."""
+    """A head's inputs' reference, read (:func:`inputs_of`)."""
 
     columns: tuple[int, int]
     n: int
