@@ -154,6 +154,14 @@ def test_the_build_refuses_a_start_that_it_did_not_build(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_rows_only_needs_a_file_for_the_rows(tmp_path):
+    import build_content_bundle as build
+
+    with pytest.raises(SystemExit, match="--rows-only: give --rows PATH"):
+        build.main(["--rows-only", "--out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()
+
+
 def test_collect_keeps_the_more_rows_beside_the_snippets(monkeypatch, tmp_path):
     """The manual pages, fortunes and shapes given as ``more`` are in the rows once each,
     and so is each snippet, when snippets are found too."""
