@@ -213,7 +213,8 @@ def write_kept_data(target: Path, data: KeptData) -> None:
         if groups is not None:
             row["group"] = groups[i]
         lines.append(json.dumps(row, ensure_ascii=False))
-    atomic_write_bytes(target, gzip.compress(("\n".join(lines) + "\n").encode(), 6))
+    # written again on every update: level 1 writes 4 times faster than 6, 20% larger
+    atomic_write_bytes(target, gzip.compress(("\n".join(lines) + "\n").encode(), 1))
 
 
 def read_kept_data(path: Path, name: str, expected_hash: Any) -> KeptData:

@@ -60,15 +60,25 @@ def split_indices(
 
 
 def data_hash(texts: Sequence[str], labels: Sequence[Any]) -> str:
-    """sha256 of training texts and labels (order-sensitive): names a kept training set."""
+    """sha256 of training texts and labels (order-sensitive): names a kept training set.
+    Each row adds its text (UTF-8), a NUL, its label as JSON (sorted keys) and a 0x01."""
     import hashlib
 
     h = hashlib.sha256()
+    spelt: dict[str, bytes] = {}  # a text label's JSON, once per distinct label
+    parts: list[bytes] = []
     for text, label in zip(texts, labels, strict=True):
-        h.update(text.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-        h.update(json.dumps(label, sort_keys=True, default=str).encode())
-        h.update(b"\x01")
+        if isinstance(label, str):
+            found = spelt.get(label)
+            if found is None:
+                found = spelt[label] = json.dumps(label).encode()
+        else:
+            found = json.dumps(label, sort_keys=True, default=str).encode()
+        parts += (text.encode("utf-8", "surrogatepass"), b"\x00", found, b"\x01")
+        if len(parts) >= 4096:
+            h.update(b"".join(parts))
+            parts.clear()
+    h.update(b"".join(parts))
     return h.hexdigest()
 
 

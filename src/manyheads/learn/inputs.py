@@ -56,8 +56,7 @@ def _group_design_effect(Z: np.ndarray, groups: Sequence[Any]) -> float:
     if n_groups < MIN_GROUPS or n < 2:
         return 1.0
     centred = Z - Z.mean(axis=0)
-    sums = np.zeros((n_groups, Z.shape[1]))
-    np.add.at(sums, g, centred)
+    sums = np.stack([np.bincount(g, weights=col, minlength=n_groups) for col in centred.T], axis=1)
     clustered = n_groups / (n_groups - 1) * (sums**2).sum(axis=0) / n**2
     iid = centred.var(axis=0, ddof=1) / n
     keep = iid > 0
@@ -100,8 +99,6 @@ def input_profile(
     clustering read larger than new texts show. None without such a part or with
     fewer than 50 rows. Plain JSON: ``(INPUT_COMPONENTS + 1) x`` the part's width
     numbers."""
-    from scipy.linalg import eigh
-
     if columns is None:
         return None
     n_all = int(vectors.shape[0])
@@ -117,11 +114,10 @@ def input_profile(
     # the covariance's eigenvectors (a d x d problem, whatever the rows), largest first
     centred = fit - fit.mean(axis=0)
     k = min(INPUT_COMPONENTS, len(fit) - 1, len(held) - 1, V.shape[1])
-    d = V.shape[1]  # the k largest only (ascending, so reversed)
-    _, eigenvectors = eigh(
-        centred.T @ centred / max(len(fit) - 1, 1), subset_by_index=[d - k, d - 1]
-    )
-    axes = eigenvectors[:, ::-1].T
+    # numpy's LAPACK shares numpy's BLAS threads: scipy's would wake a second pool of
+    # threads against them, ten times slower on a few cores for this small problem
+    _, eigenvectors = np.linalg.eigh(centred.T @ centred / max(len(fit) - 1, 1))
+    axes = eigenvectors[:, ::-1][:, :k].T  # ascending, so reversed: the k largest
     center = held.mean(axis=0)
     Z = (held - center) @ axes.T
     variances = Z.var(axis=0, ddof=1)
