@@ -317,8 +317,13 @@ def test_a_warm_start_carries_the_outputs_into_a_grown_class_list() -> None:
     np.testing.assert_array_equal(start.coef[[1, 3]], 0)
     np.testing.assert_array_equal(start.intercept[[0, 2, 4]], intercept)
     assert (start.intercept[[1, 3]] == intercept.min()).all()
-    # a label gone, or other features: a cold start
-    assert head._carried_start(["a", "c", "z"], 8) is None
+    # a label these rows lack ("z": its rows all in a validation split) is left out
+    start = head._carried_start(["a", "c", "z"], 8)
+    assert start is not None
+    np.testing.assert_array_equal(start.coef[[0, 2]], coef[:2])
+    np.testing.assert_array_equal(start.coef[[1, 3, 4]], 0)
+    assert (start.intercept[[1, 3, 4]] == intercept[:2].min()).all()
+    # other features: a cold start
     assert head._carried_start(["a", "c", "e"], 9) is None
 
 
@@ -428,3 +433,34 @@ def test_updates_on_a_byte_trunk(tmp_path: Path, debian_rows: list) -> None:
     small = ByteConfig(channels=32, dims=(16, 32), heads=0)
     trunk, _ = train_byte_trunk([r["text"] for r in rows], tasks, config=small, epochs=1)
     _update_on(Bundle(trunk), tmp_path / "b", debian_rows)
+
+
+def test_an_update_encodes_only_texts_no_update_before_it_encoded(
+    folder: Path, debian_rows: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, new = _split(debian_rows)
+    bundle = Bundle.load(folder)
+    seen: list[str] = []
+    embed = Bundle.embed
+
+    def counted(self: Bundle, texts: Any, **kw: Any) -> Any:
+        seen.extend(texts)
+        return embed(self, texts, **kw)
+
+    monkeypatch.setattr(Bundle, "embed", counted)
+    first, second = new[:120], new[120:180]
+    for rows in (first, second):
+        seen.clear()
+        bundle.add_feedback([r["text"] for r in rows], {"section": [r["section"] for r in rows]})
+        assert bundle.update_heads(min_feedback=10).promoted == ["section"]
+    # the second update read the kept rows and the first corrections from the first's
+    # vectors: only its own corrections reached the trunk
+    assert set(seen) == {r["text"] for r in second}
+    # another trunk object (a bundle loaded again) starts afresh
+    again = Bundle.load(folder)
+    seen.clear()
+    again.add_feedback(
+        [r["text"] for r in new[180:200]], {"section": [r["section"] for r in new[180:200]]}
+    )
+    again.update_heads(min_feedback=10)
+    assert len(set(seen)) > 200

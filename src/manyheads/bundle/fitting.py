@@ -60,10 +60,11 @@ class Fitting:
         seed: int = 0,
         features: Any = None,
         search: bool = True,
+        inputs: bool = True,
     ) -> Any:
         """Fit linear head ``name`` again from its weights on all its rows (a searched C
         walked from its value unless ``search`` is false; part weights kept; a new label
-        grows it): see
+        grows it; the inputs' reference measured again unless ``inputs`` is false): see
         :func:`manyheads.train.fit.refit_head`. None for a head that is not linear."""
         from ..train.fit import refit_head
 
@@ -76,6 +77,7 @@ class Fitting:
             seed=seed,
             features=features,
             search=search,
+            inputs=inputs,
         )
 
     def add_head_from_labels(

@@ -236,10 +236,17 @@ class LinearHead(HeadBase):
     def _carried_start(self, previous: list[Any], n_features: int) -> LinearSolution | None:
         """The previous solution as a start for the classes now learnt: each output
         the head had keeps its weights; an output for a class it did not know starts at
-        zero weights and the lowest intercept (a rare class). None when a class it knew
-        is gone or the features changed: a cold start."""
+        zero weights and the lowest intercept (a rare class); an output for a class
+        these rows lack is left out (a validation split can hold all of a rare class's
+        rows). None when the features changed: a cold start."""
         old = LinearHead(self.kind, path_sep=self.path_sep)
         old.classes_, old.coef_, old.intercept_ = np.asarray(previous), self.coef_, self.intercept_
+        kind = self.head_kind
+        now = set(kind.output_classes(self.classes_.tolist()))
+        kept = [i for i, c in enumerate(kind.output_classes(previous)) if c in now]
+        if len(kept) < len(self.coef_) and not kind.single_logit:  # outputs are classes
+            old.classes_ = np.asarray([previous[i] for i in kept])
+            old.coef_, old.intercept_ = self.coef_[kept], self.intercept_[kept]
         return self._mapped(old, n_features, fill=None)
 
     def _mapped(

@@ -18,7 +18,11 @@ update has judged yet:
    weights and C, a searched C searched again from 1, the temperature cross-fitted):
    several times slower, the same accuracy on the stream of ``bench/stream.py``.
    Texts come from the embedding cache, so only new texts pay a trunk pass (one for
-   every text an update needs).
+   every text an update needs), and the vectors an update read stay in memory for the
+   next update in the same process (up to ``KEEP_VECTORS_BYTES``): a head's kept rows
+   are read once, not at every update. A warm fit stops at ten times the head's
+   gradient tolerance (``REFIT_TOL``), and the candidate's inputs' reference is
+   measured only once it is promoted.
 3. Old and candidate are scored row by row on two sets: the held-back corrections (the
    traffic now; neither head saw them) and up to ``max_old_rows`` of the kept rows
    (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
@@ -53,7 +57,9 @@ promoted or kept, and why.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -225,21 +231,62 @@ def _rows_of(kept: Any, rows: Sequence[Any], name: str) -> tuple[list, list, lis
 class _Vectors:
     """The trunk's vectors of texts, each text encoded once for all the heads an update
     fits (one pass, or the cache's rows, for every text: a trunk that is not cached,
-    such as ``static``, would otherwise encode a head's kept rows once per head)."""
+    such as ``static``, would otherwise encode a head's kept rows once per head), and
+    kept for the next update in this process (:func:`_vectors_of`): a head's kept rows
+    are then encoded once in the life of the process, not once per update."""
 
-    def __init__(self, bundle: Any) -> None:
-        self.bundle = bundle
+    def __init__(self, token: tuple[Any, ...]) -> None:
+        self.token = token  # what the vectors depend on: trunk fingerprint, cache's dtype
         self.matrix: Any = None  # every text's vector so far (dense, or CSR)
         self.row: dict[str, int] = {}
+        self.lock = threading.Lock()
 
-    def __call__(self, texts: Sequence[str]) -> Any:
+    def of(self, bundle: Any, texts: Sequence[str]) -> Any:
+        with self.lock:
+            return self._of(bundle, texts)
+
+    def _of(self, bundle: Any, texts: Sequence[str]) -> Any:
         todo = list(dict.fromkeys(t for t in texts if t not in self.row))
         if todo:
-            block = self.bundle.embed(todo)
+            block = bundle.embed(todo)
             start = 0 if self.matrix is None else self.matrix.shape[0]
             self.matrix = block if self.matrix is None else stack_rows(self.matrix, block)
             self.row.update((t, start + i) for i, t in enumerate(todo))
         return self.matrix[[self.row[t] for t in texts]]
+
+    @property
+    def nbytes(self) -> int:
+        m = self.matrix
+        if m is None:
+            return 0
+        return int(m.nbytes if isinstance(m, np.ndarray) else m.data.nbytes + m.indices.nbytes)
+
+
+# the vectors updates have read, per trunk object (a bundle's copies share it), so the
+# next update encodes only texts it has not seen; dropped with the trunk, and when they
+# outgrow KEEP_VECTORS_BYTES
+_KEPT: weakref.WeakKeyDictionary[Any, _Vectors] = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+KEEP_VECTORS_BYTES = 512 * 2**20
+
+
+def _vectors_of(bundle: Any) -> _Vectors:
+    """The vectors kept for ``bundle``'s trunk (new when its fingerprint or the cache's
+    storage type changed: the vectors would differ)."""
+    cache = bundle.cache
+    token = (bundle.trunk.fingerprint, None if cache is None else cache.dtype)
+    with _KEPT_LOCK:
+        found = _KEPT.get(bundle.trunk)
+        if found is None or found.token != token:
+            found = _KEPT[bundle.trunk] = _Vectors(token)
+        return found
+
+
+def _let_go(trunk: Any, vectors: _Vectors) -> None:
+    if vectors.nbytes > KEEP_VECTORS_BYTES:
+        with _KEPT_LOCK:
+            if _KEPT.get(trunk) is vectors:
+                del _KEPT[trunk]
 
 
 def _update_one(
@@ -267,7 +314,7 @@ def _update_one(
     n_kept = 0 if kept is None else len(kept[0])
     pick = np.random.default_rng(s.seed).permutation(n_kept)[: s.max_old_rows]
     # the rows to fit (the kept ones first), then the held-back corrections
-    X = vectors(texts + [r.text for r in held])
+    X = vectors.of(bundle, texts + [r.text for r in held])
     held_rows = np.arange(len(texts), len(texts) + len(held))
     candidate = bundle.copy()
     fit = "warm"
@@ -279,6 +326,7 @@ def _update_one(
             groups=groups,
             seed=s.seed,
             features=X[: len(texts)],
+            inputs=not held,  # judged first when corrections are held back: see below
         )
         is None
     ):
@@ -335,5 +383,9 @@ def update_heads(
     s = settings or UpdateSettings()
     names = bundle.resolve_heads(heads)
     rows = bundle.feedback_rows()
-    vectors = _Vectors(bundle)
-    return UpdateReport([_update_one(bundle, name, rows, s, vectors) for name in names], s.dry_run)
+    vectors = _vectors_of(bundle)
+    try:
+        done = [_update_one(bundle, name, rows, s, vectors) for name in names]
+    finally:
+        _let_go(bundle.trunk, vectors)
+    return UpdateReport(done, s.dry_run)

@@ -445,6 +445,7 @@ def fit_head(
 
 
 SEARCH_AGAIN = 1.25  # rows grown by this factor since C was searched: search it again
+REFIT_TOL = 10.0  # a warm refit stops at this multiple of the head's gradient tolerance
 
 
 def _kept_scale(trunk: TrunkBase, info: Mapping[str, Any]) -> np.ndarray | None:
@@ -468,23 +469,27 @@ def refit_head(
     seed: int = 0,
     features: Any = None,
     search: bool = True,
+    inputs: bool = True,
 ) -> HeadSummary | None:
     """Fit linear head ``name`` of ``bundle`` again on ``texts`` / ``labels`` (all its
     rows, the kept and the new), starting from its weights, with its part weights kept.
     A head whose C was searched (``C="auto"``), once its rows have grown by a quarter
     (``SEARCH_AGAIN``) since C was last searched or a label it did not know comes,
-    walks C from the value it has on a
-    validation split (``groups`` as in :func:`fit_head`; the same share as its first
-    fit), its temperature and thresholds fitted there again, then is fitted on all
-    rows; otherwise (with a fixed C, and with ``search`` false) it keeps its C,
-    temperature and thresholds. A label it did
+    walks C from the value it has on a validation split (``groups`` as in
+    :func:`fit_head`; the same share as its first fit), its temperature and
+    thresholds fitted there again, then is fitted on all rows; otherwise (with a fixed
+    C, and with ``search`` false) it keeps its C, temperature and thresholds. A label it did
     not know grows it by one output, starting at zero weights (a binary or multilabel
-    threshold of 0.5). Every fit starts from the last one's weights and the
+    threshold of 0.5). Every fit starts from the last one's weights, stops at a
+    gradient ``REFIT_TOL`` times the head's tolerance (it starts next to the optimum
+    of nearly the same rows, and the next refit goes on from where it stops), and the
     temperature is not cross-fitted: what an update does by default, in a fraction of
     :func:`fit_head`'s time. ``features``: the trunk's vectors of
     ``texts`` when the caller has them. When C is walked, the answers of the model
     fitted without the validation split to it become the head's drift reference
-    (otherwise the reference is kept). None, and
+    (otherwise the reference is kept). The inputs' reference is measured again on all
+    the rows, unless ``inputs`` is false (a candidate that is only judged: it keeps the
+    old one). None, and
     nothing changed, for a head that is not linear (an MLP head is fitted again by
     :func:`fit_head` and its recipe)."""
     old = bundle.heads[name]
@@ -505,6 +510,7 @@ def refit_head(
     embed_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     model = copy.deepcopy(old)
+    model.set_params(tol=REFIT_TOL * float(old.tol))  # restored below
     prior = prior_of(bundle, name)
     made = made_from(info) if prior is not None else None
     if prior is not None and made is not None:
@@ -536,6 +542,7 @@ def refit_head(
                 at = None if groups is None else [groups[i] for i in val_idx]
                 info["reference"] = head_reference(model, X[val_idx], at)
         model.refit_keeping_calibration(X, labels)
+        model.set_params(tol=old.tol)
     except DataError as exc:
         raise DataError(f"head {name!r}: {exc}") from exc
     if scale is not None:
@@ -545,9 +552,12 @@ def refit_head(
         info["fit"] = {**info["fit"], "C_chosen": float(model.C_), "C_rows": len(texts)}
     reference = info.get("reference")
     if isinstance(reference, Mapping):  # the texts it learnt from, the new ones among them
-        inputs = input_profile(X_trunk, bundle.trunk.meaning_columns, groups, seed)
+        before = bundle.head_info[name].get("reference")
+        profile = before.get("inputs") if isinstance(before, Mapping) else None
+        if inputs:
+            profile = input_profile(X_trunk, bundle.trunk.meaning_columns, groups, seed)
         reference = {k: v for k, v in reference.items() if k != "inputs"}
-        info["reference"] = reference if inputs is None else {**reference, "inputs": inputs}
+        info["reference"] = reference if profile is None else {**reference, "inputs": profile}
     info |= {
         "n_train": len(texts),
         "data_hash": data_hash(texts, labels),
