@@ -207,12 +207,13 @@ def read_tensors(on_disk: OnDisk, folder: Path) -> dict[str, np.ndarray]:
 def write_kept_data(target: Path, data: KeptData) -> None:
     """One head's kept training rows, gzipped JSON lines ``{text, label[, group]}``."""
     texts, labels, groups = data
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every row
     lines = []
     for i, (t, lab) in enumerate(zip(texts, labels, strict=True)):
         row: dict[str, Any] = {"text": t, "label": lab}
         if groups is not None:
             row["group"] = groups[i]
-        lines.append(json.dumps(row, ensure_ascii=False))
+        lines.append(encode(row))
     # written again on every update: level 1 writes 4 times faster than 6, 20% larger
     atomic_write_bytes(target, gzip.compress(("\n".join(lines) + "\n").encode(), 1))
 
