@@ -60,11 +60,11 @@ class Fitting:
         seed: int = 0,
         features: Any = None,
         search: bool = True,
-        inputs: bool = True,
+        candidate: bool = False,
     ) -> Any:
         """Fit linear head ``name`` again from its weights on all its rows (a searched C
         walked from its value unless ``search`` is false; part weights kept; a new label
-        grows it; the inputs' reference measured again unless ``inputs`` is false): see
+        grows it; ``candidate``: fitted only to be judged, a fit on all rows to follow): see
         :func:`manyheads.train.fit.refit_head`. None for a head that is not linear."""
         from ..train.fit import refit_head
 
@@ -77,7 +77,7 @@ class Fitting:
             seed=seed,
             features=features,
             search=search,
-            inputs=inputs,
+            candidate=candidate,
         )
 
     def add_head_from_labels(

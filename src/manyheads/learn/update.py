@@ -20,9 +20,9 @@ update has judged yet:
    Texts come from the embedding cache, so only new texts pay a trunk pass (one for
    every text an update needs), and the vectors an update read stay in memory for the
    next update in the same process (up to ``KEEP_VECTORS_BYTES``): a head's kept rows
-   are read once, not at every update. A warm fit stops at ten times the head's
-   gradient tolerance (``REFIT_TOL``), and the candidate's inputs' reference is
-   measured only once it is promoted.
+   are read once, not at every update. The fits of a C walk, and a candidate that
+   step 5 fits again on every row, stop at ten times the head's gradient tolerance
+   (``WALK_TOL``); its inputs' reference is measured only once it is promoted.
 3. Old and candidate are scored row by row on two sets: the held-back corrections (the
    traffic now; neither head saw them) and up to ``max_old_rows`` of the kept rows
    (the traffic the head was trained on; both saw them). A row scores 1 or 0 for a
@@ -326,7 +326,7 @@ def _update_one(
             groups=groups,
             seed=s.seed,
             features=X[: len(texts)],
-            inputs=not held,  # judged first when corrections are held back: see below
+            candidate=bool(held),  # judged, then fitted on every row: see below
         )
         is None
     ):

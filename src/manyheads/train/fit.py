@@ -445,7 +445,7 @@ def fit_head(
 
 
 SEARCH_AGAIN = 1.25  # rows grown by this factor since C was searched: search it again
-REFIT_TOL = 10.0  # a warm refit stops at this multiple of the head's gradient tolerance
+WALK_TOL = 10.0  # the fits of a C walk stop at this multiple of the head's tolerance
 
 
 def _kept_scale(trunk: TrunkBase, info: Mapping[str, Any]) -> np.ndarray | None:
@@ -469,7 +469,7 @@ def refit_head(
     seed: int = 0,
     features: Any = None,
     search: bool = True,
-    inputs: bool = True,
+    candidate: bool = False,
 ) -> HeadSummary | None:
     """Fit linear head ``name`` of ``bundle`` again on ``texts`` / ``labels`` (all its
     rows, the kept and the new), starting from its weights, with its part weights kept.
@@ -480,16 +480,18 @@ def refit_head(
     thresholds fitted there again, then is fitted on all rows; otherwise (with a fixed
     C, and with ``search`` false) it keeps its C, temperature and thresholds. A label it did
     not know grows it by one output, starting at zero weights (a binary or multilabel
-    threshold of 0.5). Every fit starts from the last one's weights, stops at a
-    gradient ``REFIT_TOL`` times the head's tolerance (it starts next to the optimum
-    of nearly the same rows, and the next refit goes on from where it stops), and the
+    threshold of 0.5). Every fit starts from the last one's weights; those of a walk
+    stop at a gradient ``WALK_TOL`` times the head's tolerance (they only choose C: the
+    fit on all rows then goes on from the chosen one to the head's own tolerance, which
+    a label with a few rows needs to be learnt at all); the
     temperature is not cross-fitted: what an update does by default, in a fraction of
     :func:`fit_head`'s time. ``features``: the trunk's vectors of
     ``texts`` when the caller has them. When C is walked, the answers of the model
     fitted without the validation split to it become the head's drift reference
     (otherwise the reference is kept). The inputs' reference is measured again on all
-    the rows, unless ``inputs`` is false (a candidate that is only judged: it keeps the
-    old one). None, and
+    the rows. ``candidate``: a head fitted only to be judged, a fit on every row to
+    follow (as a guarded update does): its fit on all rows stops at ``WALK_TOL`` times
+    the tolerance too, and it keeps the old inputs' reference. None, and
     nothing changed, for a head that is not linear (an MLP head is fitted again by
     :func:`fit_head` and its recipe)."""
     old = bundle.heads[name]
@@ -510,7 +512,6 @@ def refit_head(
     embed_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     model = copy.deepcopy(old)
-    model.set_params(tol=REFIT_TOL * float(old.tol))  # restored below
     prior = prior_of(bundle, name)
     made = made_from(info) if prior is not None else None
     if prior is not None and made is not None:
@@ -529,10 +530,12 @@ def refit_head(
         grown = not isinstance(searched, int) or len(texts) >= SEARCH_AGAIN * searched
         learnt = set(distinct_labels(head_kind, labels)) - set(old.classes_.tolist())
         walked = search and model.C == "auto" and fraction > 0 and (grown or bool(learnt))
+        loose = WALK_TOL * float(old.tol)
         if walked:  # C walked from its value, calibrated again
             train_idx, val_idx = split(head_kind, labels, groups, fraction, seed)
             if len(val_idx):
-                model.set_params(warm_start=True)
+                # the walk's fits only choose C: a looser tolerance (restored below)
+                model.set_params(warm_start=True, tol=loose)
                 model.fit(
                     X[train_idx],
                     [labels[i] for i in train_idx],
@@ -541,6 +544,7 @@ def refit_head(
                 )
                 at = None if groups is None else [groups[i] for i in val_idx]
                 info["reference"] = head_reference(model, X[val_idx], at)
+        model.set_params(tol=loose if candidate else old.tol)
         model.refit_keeping_calibration(X, labels)
         model.set_params(tol=old.tol)
     except DataError as exc:
@@ -554,7 +558,7 @@ def refit_head(
     if isinstance(reference, Mapping):  # the texts it learnt from, the new ones among them
         before = bundle.head_info[name].get("reference")
         profile = before.get("inputs") if isinstance(before, Mapping) else None
-        if inputs:
+        if not candidate:
             profile = input_profile(X_trunk, bundle.trunk.meaning_columns, groups, seed)
         reference = {k: v for k, v in reference.items() if k != "inputs"}
         info["reference"] = reference if profile is None else {**reference, "inputs": profile}
