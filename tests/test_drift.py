@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import TEST_FILE, TRAIN_FILE, write_jsonl
 
@@ -455,6 +456,25 @@ def test_an_update_takes_the_texts_it_learnt_from_into_the_inputs_reference(mean
     before = drift_table(b.head_info, answers, vectors=vectors)["section"]
     after = drift_table(copy.head_info, answers, vectors=vectors)["section"]
     assert after["inputs_t2"] < before["inputs_t2"]
+
+
+def test_a_candidate_keeps_the_old_inputs_reference_and_the_head_its_tolerance(meaning, rows):
+    from manyheads.train.fit import refit_head
+
+    b, _ = meaning
+    copy = Bundle(trunk=b.trunk, cache=None)
+    copy.add_head("section", b.heads["section"], info=dict(b.head_info["section"]))
+    every = rows["train"] + rows["shifted"]
+    texts, labels = [r["text"] for r in every], [r["section"] for r in every]
+    before = b.head_info["section"]["reference"]["inputs"]
+    refit_head(copy, "section", texts, labels, search=False, candidate=True)
+    assert copy.head_info["section"]["reference"]["inputs"] == before
+    assert copy.heads["section"].tol == b.heads["section"].tol
+    loose = copy.heads["section"].coef_.copy()
+    # the head promoted goes on from the candidate to its own tolerance
+    refit_head(copy, "section", texts, labels, search=False)
+    assert copy.head_info["section"]["reference"]["inputs"]["n"] > before["n"]
+    assert not np.array_equal(loose, copy.heads["section"].coef_)
 
 
 @pytest.mark.heavy
