@@ -445,7 +445,7 @@ def fit_head(
 
 
 SEARCH_AGAIN = 1.25  # rows grown by this factor since C was searched: search it again
-WALK_TOL = 10.0  # the fits of a C walk stop at this multiple of the head's tolerance
+WALK_TOL = 10.0  # fits that only choose C, or are only judged, stop at this x the tolerance
 
 
 def _kept_scale(trunk: TrunkBase, info: Mapping[str, Any]) -> np.ndarray | None:
@@ -482,8 +482,7 @@ def refit_head(
     not know grows it by one output, starting at zero weights (a binary or multilabel
     threshold of 0.5). Every fit starts from the last one's weights; those of a walk
     stop at a gradient ``WALK_TOL`` times the head's tolerance (they only choose C: the
-    fit on all rows then goes on from the chosen one to the head's own tolerance, which
-    a label with a few rows needs to be learnt at all); the
+    fit on all rows then goes on from the chosen one to the head's own tolerance). The
     temperature is not cross-fitted: what an update does by default, in a fraction of
     :func:`fit_head`'s time. ``features``: the trunk's vectors of
     ``texts`` when the caller has them. When C is walked, the answers of the model
