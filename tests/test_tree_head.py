@@ -27,7 +27,7 @@ from manyheads.heads.tree import (
     pack_int4,
     unpack_int4,
 )
-from manyheads.heads.tree_fit import TreeHead
+from manyheads.heads.tree_fit import TreeHead, quantised
 from manyheads.serve.payload import head_to_json
 
 
@@ -298,6 +298,53 @@ def test_beam_search_matches_the_full_product_when_the_beam_holds_everything():
     want = np.column_stack([root[:, 0] * leaf[:, 0], root[:, 0] * leaf[:, 1], root[:, 1]])
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+@pytest.mark.parametrize("precision", ["float16", "int8"])
+def test_beam_search_keeps_each_texts_best_labels_of_a_deep_uneven_tree(exclusive, precision):
+    # a root over two inner nodes and a label; inner nodes over labels and further
+    # inner nodes: labels at three depths, nodes of 2 to 5 children
+    rng = np.random.default_rng(7)
+    kids = {0: [1, 2, "L"], 1: [3, "L", "L"], 2: ["L", "L", 4, "L"], 3: ["L", "L"], 4: 5 * ["L"]}
+    n_inner, n_labels = 5, sum(v.count("L") for v in kids.values())
+    children, labels = [], iter(range(n_labels))
+    for u in range(n_inner):
+        children.append([c if c != "L" else n_inner + next(labels) for c in kids[u]])
+    start = np.r_[0, np.cumsum([len(c) for c in children])]
+    flat = np.concatenate(children)
+    weights = rng.standard_normal((len(flat), 6)).astype(np.float32)
+    bias = rng.standard_normal(len(flat)).astype(np.float32)
+    tree = quantised(start, flat, weights, bias, exclusive, precision)
+    X = rng.standard_normal((40, 6)).astype(np.float32)
+    z_all = X @ tree.rows(0, len(flat)) + tree.bias
+    route = 0.5
+    # every label's score by hand: its path's log-probabilities, inner nodes' at `route`
+    want = np.full((len(X), n_labels), -np.inf)
+
+    def walk(u: int, score: np.ndarray) -> None:
+        a, b = start[u], start[u + 1]
+        z = z_all[:, a:b].astype(np.float64)
+        if exclusive:
+            logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        else:
+            logp = -np.log1p(np.exp(-z))
+        for j, c in enumerate(flat[a:b]):
+            if c < n_inner:
+                walk(int(c), score + route * logp[:, j])
+            else:
+                want[:, c - n_inner] = score + logp[:, j]
+
+    walk(0, np.zeros(len(X)))
+    keep = 4
+    got = beam_search(tree, X, z_all[:, : start[1]], beam=10, keep=keep, route=route)
+    assert got.has_canonical_format and (np.diff(got.indptr) == keep).all()
+    best = np.sort(np.exp(want), axis=1)[:, -keep:]
+    np.testing.assert_allclose(np.sort(got.toarray(), axis=1)[:, -keep:], best, rtol=1e-4)
+    # a narrow beam scores fewer labels, each as the full search does
+    narrow = beam_search(tree, X, z_all[:, : start[1]], beam=1, keep=keep, route=route)
+    rows, cols = narrow.nonzero()
+    np.testing.assert_allclose(narrow.data, np.exp(want[rows, cols]), rtol=1e-4)
 
 
 @pytest.mark.heavy

@@ -149,15 +149,19 @@ class LabelTree:
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """The classifiers of children ``lo:hi`` as float32 ``(d, hi - lo)``."""
-        if self.weights.dtype == np.uint8:
-            w = unpack_int4(self.weights[lo:hi])
-        else:
-            w = self.weights[lo:hi].astype(np.float32)
-        if self.scales is not None and self.scales.ndim == 2:  # int4: a scale a group
-            w *= np.repeat(self.scales[lo:hi], INT4_GROUP, axis=1)
-        elif self.scales is not None:
+        w = self.unscaled(lo, hi)
+        if self.scales is not None and self.scales.ndim == 1:
             w *= self.scales[lo:hi, None]
         return w.T
+
+    def unscaled(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo:hi`` of the weights as float32 ``(hi - lo, d)``: int4's group scales
+        applied, not int8's scale a row (a product's column can take that after)."""
+        if self.weights.dtype == np.uint8:
+            w = unpack_int4(self.weights[lo:hi])
+            w *= np.repeat(self.scales[lo:hi], INT4_GROUP, axis=1)  # type: ignore[index]
+            return w
+        return self.weights[lo:hi].astype(np.float32)
 
     def nbytes(self) -> int:
         arrays = (self.start, self.children, self.weights, self.scales, self.bias)
@@ -258,20 +262,60 @@ def _log_links(z: np.ndarray, exclusive: bool) -> np.ndarray:
 
 def _best_per_row(rows: np.ndarray, score: np.ndarray, k: int, n: int) -> np.ndarray:
     """Positions of the ``k`` highest scores of each of ``n`` rows (rows in any order)."""
-    order = np.argsort(rows, kind="stable")
+    # rows are below _CHUNK: 16-bit keys take numpy's radix sort
+    order = np.argsort(rows.astype(np.int16 if n <= 2**15 else np.int64), kind="stable")
     r = rows[order]
     counts = np.bincount(r, minlength=n)
     if not len(r) or counts.max() <= k:
         return order
     col = np.arange(len(r)) - (np.cumsum(counts) - counts)[r]
     width = int(counts.max())
-    table = np.full((n, width), -np.inf, dtype=np.float32)
+    # a row's empty places: below any score, and distinct (numpy's selection slows
+    # down on many equal values)
+    table = np.empty((n, width), dtype=np.float32)
+    table[:] = np.float32(-1e30) * (1 + np.arange(width, dtype=np.float32) / width)
     table[r, col] = score[order]
     where = np.full((n, width), -1, dtype=np.int64)
     where[r, col] = order
-    top = np.argpartition(-table, k - 1, axis=1)[:, :k]
+    top = np.argpartition(table, width - k, axis=1)[:, width - k :]
     picked = np.take_along_axis(where, top, axis=1).ravel()
     return picked[picked >= 0]
+
+
+def _expand(
+    tree: LabelTree,
+    X: np.ndarray,
+    rows: np.ndarray,
+    nodes: np.ndarray,
+    scores: np.ndarray,
+    route: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The children of inner ``nodes`` (sorted) reached by texts ``rows`` with
+    ``scores``: their rows, node ids and scores, a run of children a pair. Only the
+    products go node by node (one for all the texts that reach a node)."""
+    first = tree.start[nodes]
+    width = tree.start[nodes + 1] - first
+    cuts = np.flatnonzero(np.diff(nodes)) + 1
+    products = [
+        (X[rows[lo:hi]] @ tree.unscaled(first[lo], first[lo] + width[lo]).T).ravel()
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(nodes)], strict=True)
+    ]
+    z = np.concatenate(products)
+    seg = np.r_[0, np.cumsum(width)[:-1]]  # where each pair's children begin
+    edge = np.repeat(first - seg, width) + np.arange(len(z))
+    if tree.scales is not None and tree.scales.ndim == 1:  # int8: a scale a row
+        z *= tree.scales[edge]
+    z += tree.bias[edge]
+    child = tree.children[edge]
+    if tree.exclusive:  # a softmax among each pair's children
+        z -= np.repeat(np.maximum.reduceat(z, seg), width)
+        z -= np.repeat(np.log(np.add.reduceat(np.exp(z), seg)), width)
+    else:
+        z = -np.logaddexp(np.float32(0), -z)
+    if route != 1.0:
+        z *= np.where(child < tree.n_inner, np.float32(route), np.float32(1))
+    z += np.repeat(scores, width)
+    return np.repeat(rows, width), child, z.astype(np.float32, copy=False)
 
 
 def beam_search(
@@ -318,24 +362,7 @@ def beam_search(
         rows, nodes, scores = rows[best], nodes[best], scores[best]
         by_node = np.argsort(nodes, kind="stable")
         rows, nodes, scores = rows[by_node], nodes[by_node], scores[by_node]
-        cuts = np.flatnonzero(np.diff(nodes)) + 1
-        next_rows, next_nodes, next_scores = [], [], []
-        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(nodes)], strict=True):
-            u = int(nodes[lo])
-            a, b = int(tree.start[u]), int(tree.start[u + 1])
-            at = rows[lo:hi]
-            z = X[at] @ tree.rows(a, b)
-            z += tree.bias[a:b]
-            lp = _log_links(z, tree.exclusive)
-            if route != 1.0:
-                lp *= np.where(tree.children[a:b] < n_inner, np.float32(route), np.float32(1))
-            lp += scores[lo:hi, None]
-            next_rows.append(np.repeat(at, b - a))
-            next_nodes.append(np.tile(tree.children[a:b], hi - lo))
-            next_scores.append(lp.ravel())
-        rows = np.concatenate(next_rows)
-        nodes = np.concatenate(next_nodes)
-        scores = np.concatenate(next_scores)
+        rows, nodes, scores = _expand(tree, X, rows, nodes, scores, route)
     rows = np.concatenate(found_rows)
     labels = np.concatenate(found_labels)
     scores = np.concatenate(found_scores)
