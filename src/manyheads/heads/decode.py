@@ -5,6 +5,7 @@ Needs numpy only."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -104,24 +105,27 @@ def _best_answers(
     proba = sp.csr_matrix(proba)
     exclusive = kind_of(kind).exclusive
     k = _top(scores)
+    bounds = proba.indptr.tolist()
+    row = np.repeat(np.arange(proba.shape[0]), np.diff(proba.indptr))
+    rounded = np.round(proba.data.astype(np.float64), 6)
+    order = np.lexsort((proba.indices, -rounded, row))  # by row, each best first
+    cols, ps = proba.indices[order], rounded[order]
+    chosen = None if exclusive else ps >= (thresholds[cols] if thresholds is not None else 0.5)
+    col_list, p_list = cols.tolist(), ps.tolist()
     out: list[dict[str, Any]] = []
-    for i in range(proba.shape[0]):
-        lo, hi = proba.indptr[i], proba.indptr[i + 1]
-        cols, ps = proba.indices[lo:hi], np.round(proba.data[lo:hi].astype(np.float64), 6)
-        order = np.lexsort((cols, -ps))
-        cols, ps = cols[order], ps[order]
+    for lo, hi in pairwise(bounds):
         if exclusive:
             answer: dict[str, Any] = (
-                {"label": labels[cols[0]], "score": float(ps[0])}
-                if len(cols)
+                {"label": labels[col_list[lo]], "score": p_list[lo]}
+                if hi > lo
                 else {"label": None, "score": None}
             )
         else:
-            chosen = ps >= (thresholds[cols] if thresholds is not None else 0.5)
-            answer = {"labels": [labels[j] for j in cols[chosen].tolist()]}
+            answer = {"labels": [labels[j] for j in cols[lo:hi][chosen[lo:hi]].tolist()]}  # type: ignore[index]
         if scores != "none":
+            top = min(hi, lo + k)
             answer["scores"] = {
-                labels[j]: p for j, p in zip(cols[:k].tolist(), ps[:k].tolist(), strict=True)
+                labels[j]: p for j, p in zip(col_list[lo:top], p_list[lo:top], strict=True)
             }
         out.append(answer)
     return out
