@@ -110,12 +110,17 @@ def pack_int4(q: np.ndarray) -> np.ndarray:
     return u[:, 0::2] | (u[:, 1::2] << 4)
 
 
+_BYTE_PAIRS = (
+    np.stack([(np.arange(256) & 0x0F) - 8, (np.arange(256) >> 4) - 8], axis=1)
+    .astype(np.float32)
+    .view(np.float64)
+    .ravel()
+)  # each byte's two weights as float32, read as one 8-byte value: one `take` a byte
+
+
 def unpack_int4(packed: np.ndarray) -> np.ndarray:
     """The float32 integers :func:`pack_int4` packed."""
-    out = np.empty((packed.shape[0], packed.shape[1] * 2), dtype=np.float32)
-    out[:, 0::2] = (packed & 0x0F).astype(np.float32) - 8
-    out[:, 1::2] = (packed >> 4).astype(np.float32) - 8
-    return out
+    return _BYTE_PAIRS.take(packed).view(np.float32).reshape(packed.shape[0], -1)
 
 
 @dataclass(frozen=True)
@@ -158,9 +163,9 @@ class LabelTree:
         """Rows ``lo:hi`` of the weights as float32 ``(hi - lo, d)``: int4's group scales
         applied, not int8's scale a row (a product's column can take that after)."""
         if self.weights.dtype == np.uint8:
-            w = unpack_int4(self.weights[lo:hi])
-            w *= np.repeat(self.scales[lo:hi], INT4_GROUP, axis=1)  # type: ignore[index]
-            return w
+            w = unpack_int4(self.weights[lo:hi]).reshape(hi - lo, -1, INT4_GROUP)
+            w *= self.scales[lo:hi, :, None]  # type: ignore[index]
+            return w.reshape(hi - lo, -1)
         return self.weights[lo:hi].astype(np.float32)
 
     def nbytes(self) -> int:
