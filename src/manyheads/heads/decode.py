@@ -110,8 +110,8 @@ def _best_answers(
     rounded = np.round(proba.data.astype(np.float64), 6)
     order = np.lexsort((proba.indices, -rounded, row))  # by row, each best first
     cols, ps = proba.indices[order], rounded[order]
-    chosen = None if exclusive else ps >= (thresholds[cols] if thresholds is not None else 0.5)
     col_list, p_list = cols.tolist(), ps.tolist()
+    chosen = [] if exclusive else (ps >= (0.5 if thresholds is None else thresholds[cols])).tolist()
     out: list[dict[str, Any]] = []
     for lo, hi in pairwise(bounds):
         if exclusive:
@@ -121,7 +121,8 @@ def _best_answers(
                 else {"label": None, "score": None}
             )
         else:
-            answer = {"labels": [labels[j] for j in cols[lo:hi][chosen[lo:hi]].tolist()]}  # type: ignore[index]
+            picked = zip(col_list[lo:hi], chosen[lo:hi], strict=True)
+            answer = {"labels": [labels[j] for j, yes in picked if yes]}
         if scores != "none":
             top = min(hi, lo + k)
             answer["scores"] = {

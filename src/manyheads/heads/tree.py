@@ -257,12 +257,26 @@ class LabelTree:
         )
 
 
-def _log_links(z: np.ndarray, exclusive: bool) -> np.ndarray:
-    """Log-probabilities of children from their logits (rows: one parent each)."""
-    if exclusive:
-        z = z - z.max(axis=1, keepdims=True)
-        return np.asarray(z - np.log(np.exp(z).sum(axis=1, keepdims=True)), dtype=np.float32)
-    return np.asarray(-np.logaddexp(0.0, -z), dtype=np.float32)
+def _path_scores(
+    tree: LabelTree,
+    z: np.ndarray,
+    child: np.ndarray,
+    seg: np.ndarray,
+    width: np.ndarray,
+    route: float,
+) -> np.ndarray:
+    """Children's log-probabilities from their logits ``z`` (flat: a run of ``width``
+    siblings at each ``seg``; ``child``: their node ids), an inner node's at the path's
+    weight ``route``: a softmax among siblings (multiclass) or a sigmoid each."""
+    z = np.asarray(z, dtype=np.float32)
+    if tree.exclusive:
+        z = z - np.repeat(np.maximum.reduceat(z, seg), width)
+        z -= np.repeat(np.log(np.add.reduceat(np.exp(z), seg)), width)
+    else:
+        z = -np.logaddexp(np.float32(0), -z)
+    if route != 1.0:
+        z *= np.where(child < tree.n_inner, np.float32(route), np.float32(1))
+    return z.astype(np.float32, copy=False)
 
 
 def _best_per_row(rows: np.ndarray, score: np.ndarray, k: int, n: int) -> np.ndarray:
@@ -312,15 +326,9 @@ def _expand(
         z *= tree.scales[edge]
     z += tree.bias[edge]
     child = tree.children[edge]
-    if tree.exclusive:  # a softmax among each pair's children
-        z -= np.repeat(np.maximum.reduceat(z, seg), width)
-        z -= np.repeat(np.log(np.add.reduceat(np.exp(z), seg)), width)
-    else:
-        z = -np.logaddexp(np.float32(0), -z)
-    if route != 1.0:
-        z *= np.where(child < tree.n_inner, np.float32(route), np.float32(1))
+    z = _path_scores(tree, z, child, seg, width, route)
     z += np.repeat(scores, width)
-    return np.repeat(rows, width), child, z.astype(np.float32, copy=False)
+    return np.repeat(rows, width), child, z
 
 
 def beam_search(
@@ -348,12 +356,11 @@ def beam_search(
         )
     n, n_inner = X.shape[0], tree.n_inner
     X = np.asarray(X, dtype=np.float32)
-    logp = _log_links(np.asarray(root_logits, dtype=np.float32), tree.exclusive)
-    m = logp.shape[1]
-    logp *= np.where(tree.children[:m] < n_inner, np.float32(route), np.float32(1))
+    m = int(tree.start[1])  # the root's children
     rows = np.repeat(np.arange(n), m)
     nodes = np.tile(tree.children[:m], n)
-    scores = logp.ravel()
+    width = np.full(n, m)
+    scores = _path_scores(tree, np.ravel(root_logits), nodes, np.arange(n) * m, width, route)
     found_rows, found_labels, found_scores = [], [], []
     while len(nodes):
         leaf = nodes >= n_inner
