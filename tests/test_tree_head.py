@@ -298,6 +298,8 @@ def test_beam_search_matches_the_full_product_when_the_beam_holds_everything():
     want = np.column_stack([root[:, 0] * leaf[:, 0], root[:, 0] * leaf[:, 1], root[:, 1]])
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+    none = beam_search(tree, X[:0], z[:0], beam=5)  # no texts: no rows, every label
+    assert none.shape == (0, 3) and none.nnz == 0
 
 
 @pytest.mark.parametrize("exclusive", [True, False])

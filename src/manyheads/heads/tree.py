@@ -355,6 +355,8 @@ def beam_search(
             format="csr",
         )
     n, n_inner = X.shape[0], tree.n_inner
+    if n == 0:
+        return sp.csr_matrix((0, tree.n_labels), dtype=np.float32)
     X = np.asarray(X, dtype=np.float32)
     m = int(tree.start[1])  # the root's children
     rows = np.repeat(np.arange(n), m)
