@@ -23,8 +23,12 @@ from manyheads.heads.tree import (
     ROUTES,
     LabelTree,
     beam_search,
+    check_forest,
     check_top_k,
+    forest_tensors,
     pack_int4,
+    roots,
+    search,
     unpack_int4,
 )
 from manyheads.heads.tree_fit import TreeHead, quantised
@@ -77,8 +81,8 @@ def test_tree_head_finds_a_package_from_its_summary(packages):
     assert p1 > 0.5, p1
     assert p5 >= p1
     spec = b.fused_heads.specs["package"]
-    assert spec.tree is not None and spec.tree.n_inner > 1  # a tree, not a flat head
-    assert spec.W1.shape[1] == int(spec.tree.start[1])  # the root's columns are fused
+    assert len(spec.trees) == 1 and spec.trees[0].n_inner > 1  # a tree, not a flat head
+    assert spec.W1.shape[1] == int(spec.trees[0].start[1])  # the root's columns are fused
 
 
 @pytest.mark.heavy
@@ -123,8 +127,8 @@ def test_quantised_weights_agree_with_float16(packages, tmp_path, precision, sha
     half = b.heads["package"]
     X = b.embed([r["text"] for r in rows])
     small = TreeHead(precision=precision).fit(X, [r["package"] for r in rows])
-    assert small.tree_.nbytes() < share * half.tree_.nbytes()
-    assert small.tree_.dim == X.shape[1]
+    assert small.nbytes() < share * half.nbytes()
+    assert small.trees_[0].dim == X.shape[1]
     probe = b.embed([_summary(r["text"]) for r in rows])
     a = np.asarray(half.predict_proba(probe).argmax(axis=1)).ravel()
     c = np.asarray(small.predict_proba(probe).argmax(axis=1)).ravel()
@@ -439,3 +443,104 @@ def test_a_tree_head_learns_the_labels_only_its_validation_rows_have(static_cach
     )
     known = set(b.heads["package"].classes_.tolist())
     assert {r["package"] for r in rows} <= known
+
+
+def _other_tree() -> LabelTree:
+    # the same three labels grouped the other way: root -> label 0, inner 1 (labels 1, 2)
+    start = np.array([0, 2, 4])
+    children = np.array([2, 1, 3, 4])
+    weights = np.array([[1, 0, 1], [0, 1, 0], [0, 2, 0], [1, 0, 2]], dtype=np.float16)
+    return LabelTree(start, children, weights, None, np.zeros(4, np.float32), True)
+
+
+def test_a_forest_answers_the_mean_of_its_trees_probabilities():
+    trees = (_small_tree(), _other_tree())
+    X = np.array([[2.0, 0.0, 1.0], [0.0, 3.0, 0.0], [1.0, 1.0, 1.0]], dtype=np.float32)
+    W, b = roots(trees)
+    assert W.shape == (3, 4)  # each tree's root its own columns
+    z = X @ W + b
+    each = [
+        beam_search(t, X, z[:, lo:hi], beam=5).toarray()
+        for t, lo, hi in zip(trees, (0, 2), (2, 4), strict=True)
+    ]
+    assert not np.allclose(each[0], each[1])
+    got = search(trees, X, z, beam=5).toarray()
+    np.testing.assert_allclose(got, (each[0] + each[1]) / 2, rtol=1e-6)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+    best = search(trees, X, z, beam=5, keep=1).toarray()  # each text's best label only
+    assert ((best > 0).sum(axis=1) == 1).all()
+    np.testing.assert_array_equal(best.argmax(axis=1), got.argmax(axis=1))
+    assert search(trees, X[:0], z[:0], beam=5).shape == (0, 3)
+
+
+def test_a_stored_forest_is_checked_in_one_line():
+    trees = (_small_tree(), _other_tree())
+    stored = forest_tensors(trees)
+    assert {"start", "tree1.start", "tree1.weights"} <= set(stored)
+    assert len(check_forest(stored, 3, True)) == 2
+    skipped = {k.replace("tree1.", "tree2."): v for k, v in stored.items()}
+    with pytest.raises(DataError, match=r"must hold trees 0 to k-1 .* found trees \[0, 2\]"):
+        check_forest(skipped, 3, True)
+    wide = dict(stored, **{"tree1.weights": np.zeros((4, 5), np.float16)})
+    with pytest.raises(DataError, match="trees must all read vectors of one width"):
+        check_forest(wide, 3, True)
+    with pytest.raises(DataError, match="must each have one parent"):
+        check_forest(dict(stored, **{"tree1.children": np.array([2, 1, 2, 4])}), 3, True)
+    with pytest.raises(ConfigError, match="trees must be an integer from 1 to 8, got 9"):
+        TreeHead(trees=9).check_params()
+    with pytest.raises(DataError, match=r"\(2 trees\) of 10,000,000 labels"):
+        HeadLimits().check_tree(10_000_000, 128, "int8", "head 'big'", trees=2)
+
+
+@pytest.mark.heavy
+def test_a_tree_head_of_two_trees_saves_loads_and_answers_their_mean(packages, tmp_path):
+    b, rows = packages
+    X = b.embed([r["text"] for r in rows])
+    two = TreeHead(trees=2).fit(X, [r["package"] for r in rows])
+    first, second = two.trees_
+    assert not np.array_equal(first.children, second.children)  # grown from other seeds
+    probe = b.embed([_summary(r["text"]) for r in rows[:60]])
+    W, bias = roots(two.trees_)
+    z = probe @ W + bias
+    m = int(first.start[1])
+    mean = (
+        beam_search(first, probe, z[:, :m], two.beam).toarray()
+        + beam_search(second, probe, z[:, m:], two.beam).toarray()
+    ) / 2
+    got = two.predict_proba(probe).toarray()
+    kept = got > 0  # each text's best KEEP labels of the mean, at the mean's values
+    assert (kept.sum(axis=1) == KEEP).all() and ((mean > 0).sum(axis=1) > KEEP).any()
+    np.testing.assert_allclose(got[kept], mean[kept], rtol=1e-6)
+    next_best = -np.sort(-mean, axis=1)[:, KEEP]
+    assert (np.where(kept, got, np.inf).min(axis=1) >= next_best).all()
+    copy = b.copy()
+    copy.add_head("two", two)
+    copy.save(tmp_path / "b")
+    loaded = Bundle.load(tmp_path / "b", cache=None)
+    texts = [_summary(r["text"]) for r in rows[:30]]
+    assert loaded.predict(texts, heads=["two"], scores=10) == copy.predict(
+        texts, heads=["two"], scores=10
+    )
+    assert len(loaded.fused_heads.specs["two"].trees) == 2
+    record, tensors = copy.export_head("two")
+    assert record["params"]["trees"] == 2
+    with pytest.raises(DataError, match="record says 3 trees but its tensors hold 2"):
+        any_head_from_record(dict(record, params=dict(record["params"], trees=3)), tensors)
+
+
+@pytest.mark.heavy
+def test_an_update_keeps_a_tree_heads_own_settings(static_cache, debian_rows, tmp_path):
+    rows = debian_rows[:240]
+    b = Bundle(trunk="static", cache=None)
+    settings = {"beam": 4, "precision": "int8", "trees": 2}
+    b.fit_head(
+        "package", [r["text"] for r in rows[:180]], [r["section"] for r in rows[:180]],
+        head="tree", **settings,
+    )  # fmt: skip
+    b.save(tmp_path / "b")
+    fresh = rows[180:]
+    b.add_feedback([r["text"] for r in fresh], {"package": [r["section"] for r in fresh]})
+    (update,) = b.update_heads(margin=100.0, forget=1.0).heads
+    assert update.promoted, update.reason
+    head = Bundle.load(tmp_path / "b", cache=None).heads["package"]
+    assert {k: getattr(head, k) for k in settings} == settings

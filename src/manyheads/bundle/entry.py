@@ -59,7 +59,9 @@ def head_entry(
     htype = head_type(record[0].get("type", "linear"))
     limits.check_labels(record[0]["labels"], where, extreme=htype.extreme)
     if isinstance(head, TreeHead):
-        limits.check_tree(len(record[0]["labels"]), head.n_features_in_, head.precision, where)
+        limits.check_tree(
+            len(record[0]["labels"]), head.n_features_in_, head.precision, where, head.trees
+        )
     return name, record, info
 
 

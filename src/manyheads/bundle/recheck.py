@@ -78,7 +78,7 @@ def calibrate_margins(
     return {
         name: float(np.quantile(shifts(fused.specs[name], p, reference[name]), quantile))
         for name, p in proba.items()
-        if fused.specs[name].tree is None  # a tree head is not in the graph
+        if not fused.specs[name].trees  # a tree head is not in the graph
     }
 
 

@@ -102,6 +102,14 @@ FITTING = (
         "float16",
     ),
     option(
+        "trees",
+        int,
+        "--trees",
+        "A tree head's trees, each grown from another seed, their probabilities averaged: "
+        "more accurate, each one costing its memory and its search again.",
+        1,
+    ),
+    option(
         "thresholds",
         str,
         "--thresholds",

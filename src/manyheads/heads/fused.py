@@ -28,7 +28,7 @@ from .decode import SCORES, Scores, answers, check_scores
 from .head_types import head_type
 from .kinds import KINDS, Kind
 from .record import check_record
-from .tree import KEEP, LabelTree, beam_search, search_params
+from .tree import KEEP, LabelTree, search, search_params
 
 __all__ = [
     "KINDS",
@@ -81,7 +81,7 @@ class HeadSpec:
     b2: np.ndarray | None
     digest: str
     parents: np.ndarray | None = None  # hierarchical: each label's parent (-1: a root)
-    tree: LabelTree | None = None  # a tree head's label tree (W1/b1: its root's columns)
+    trees: tuple[LabelTree, ...] = ()  # a tree head's label trees (W1/b1: their roots' columns)
     beam: int = 0  # a tree head's beam
     route: float = 1.0  # a tree head's weight of its path
 
@@ -134,9 +134,7 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         b2=None if b2 is None else np.asarray(b2, dtype=np.float32),
         digest=record_digest(record, tensors),
         parents=checked.kind.parents(checked.labels, checked.path_sep),
-        tree=htype.tree(checked.kind.name, checked.tensors, len(checked.labels))
-        if htype.extreme
-        else None,
+        trees=htype.trees(checked.kind.name, checked.tensors),
         beam=beam,
         route=route,
     )
@@ -232,7 +230,7 @@ class FusedHeads:
     def dense_only(self) -> FusedHeads | None:
         """These heads without the tree heads (what an ONNX graph holds: the beam search
         runs in numpy on the graph's vector); None when every head is a tree."""
-        kept = {n: s for n, s in self.specs.items() if s.tree is None}
+        kept = {n: s for n, s in self.specs.items() if not s.trees}
         if len(kept) == len(self.specs):
             return self
         if not kept:
@@ -244,7 +242,7 @@ class FusedHeads:
     def searches(self, names: Sequence[str]) -> bool:
         """Whether a head of ``names`` searches a label tree (it needs the vectors, not
         only the first layer's product)."""
-        return any(self.specs[n].tree is not None for n in names)
+        return any(self.specs[n].trees for n in names)
 
     def first_layer(self, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(W, b)``: the first layer of the heads ``names``, side by side (a trunk that
@@ -263,10 +261,10 @@ class FusedHeads:
         out: dict[str, Any] = {}
         for n in names:
             spec, z = self.specs[n], Z[:, slices[n]]
-            if spec.tree is not None:
+            if spec.trees:
                 if X is None:
                     raise DataError(f"head {n!r} searches a label tree: it needs the vectors")
-                out[n] = beam_search(spec.tree, dense_rows(X), z, spec.beam, KEEP, spec.route)
+                out[n] = search(spec.trees, dense_rows(X), z, spec.beam, KEEP, spec.route)
                 continue
             if spec.W2 is not None:  # an MLP head: ReLU, then its output layer
                 z = np.maximum(z, 0) @ spec.W2 + spec.b2

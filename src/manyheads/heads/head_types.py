@@ -76,9 +76,9 @@ class HeadType:
         own output layer, the temperature divided in (``W2``/``b2`` None: none)."""
         raise NotImplementedError
 
-    def tree(self, kind: str, tensors: Mapping[str, np.ndarray], n_labels: int) -> Any:
-        """An extreme type's searched structure (:mod:`manyheads.heads.tree`); None else."""
-        return None
+    def trees(self, kind: str, tensors: Mapping[str, np.ndarray]) -> tuple[Any, ...]:
+        """An extreme type's searched trees (:mod:`manyheads.heads.tree`); none else."""
+        return ()
 
     def _attr(self, ref: str) -> Any:
         module, _, attr = ref.partition(":")
@@ -100,6 +100,11 @@ class HeadType:
 
     def own_settings(self, settings: Any) -> dict[str, Any]:
         """The settings of a fit only this type's estimator takes."""
+        return {}
+
+    def kept_settings(self, head: Any) -> dict[str, Any]:
+        """The fit settings ``head`` was made with that its type's own and its record
+        keeps (an update fits it again with them)."""
         return {}
 
     def to_record(self, head: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -198,26 +203,30 @@ class TreeType(HeadType):
     ) -> dict[str, np.ndarray]:
         if kind not in ("multiclass", "multilabel"):
             raise DataError(f"a tree head is multiclass or multilabel, not {kind}")
-        found = self._attr("tree:LabelTree").check(tensors, n_labels, kind == "multiclass")
-        return dict(found.tensors())
+        found = self._attr("tree:check_forest")(tensors, n_labels, kind == "multiclass")
+        return dict(self._attr("tree:forest_tensors")(found))
 
-    def tree(self, kind: str, tensors: Mapping[str, np.ndarray], n_labels: int) -> Any:
-        """The tree of a checked record's tensors (:class:`manyheads.heads.tree.LabelTree`;
+    def trees(self, kind: str, tensors: Mapping[str, np.ndarray]) -> tuple[Any, ...]:
+        """The trees of a checked record's tensors (:class:`manyheads.heads.tree.LabelTree`;
         a multiclass head's children share a softmax)."""
-        return self._attr("tree:LabelTree").of(tensors, kind == "multiclass")
+        found: tuple[Any, ...] = self._attr("tree:forest_of")(tensors, kind == "multiclass")
+        return found
 
     def layers(self, tensors: Mapping[str, np.ndarray], temperature: float) -> Layers:
-        root = self._attr("tree:LabelTree").of(tensors, True)
-        m = int(root.start[1])
-        return root.rows(0, m), root.bias[:m], None, None
+        W, b = self._attr("tree:roots")(self._attr("tree:forest_of")(tensors, True))
+        return W, b, None, None
 
     def own_settings(self, settings: Any) -> dict[str, Any]:
         return {
             "C": settings.C,
             "beam": settings.beam,
             "precision": settings.precision,
+            "trees": settings.trees,
             "random_state": settings.seed,
         }
+
+    def kept_settings(self, head: Any) -> dict[str, Any]:
+        return {"beam": head.beam, "precision": head.precision, "trees": head.trees}
 
 
 for _type in (LinearType(), MLPType(), TreeType()):

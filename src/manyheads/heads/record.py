@@ -83,12 +83,14 @@ class HeadLimits:
                     f"take at most {self.max_label_chars} (the max_label_chars limit)"
                 )
 
-    def check_tree(self, n_labels: int, dim: int, precision: str, where: str) -> None:
+    def check_tree(
+        self, n_labels: int, dim: int, precision: str, where: str, trees: int = 1
+    ) -> None:
         """Refuse a tree head whose weights would pass ``max_tree_bytes``."""
         from .tree import memory_bound
 
         try:
-            memory_bound(n_labels, dim, precision, self.max_tree_bytes)
+            memory_bound(n_labels, dim, precision, self.max_tree_bytes, trees)
         except DataError as exc:
             raise DataError(f"{where}: {exc}") from None
 

@@ -9,6 +9,11 @@ product of its nodes' sigmoids, as napkinXC and Omikuji). The root's classifier 
 the head's columns of the bundle's one fused product; below it, :func:`beam_search`
 scores only the children of the ``beam`` best nodes of each level.
 
+A head may hold several trees grown from differently seeded k-means (a forest, as
+Parabel and Omikuji build): a label's probability is then the mean of its trees' (0
+in a tree whose search did not reach it), :func:`search`. Each tree's root is its own
+columns of the fused product; tree ``t >= 1`` stores its tensors as ``tree{t}.<name>``.
+
 An answer holds the head's best ``KEEP`` labels of each text, as a sparse row of
 probabilities (``scipy.sparse.csr_matrix``, texts x labels: every label the search did
 not reach is 0). The weights are stored in float16 (default), in int8 with one scale
@@ -18,7 +23,7 @@ numpy and scipy only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +37,19 @@ __all__ = [
     "BYTES_PER_WEIGHT",
     "INT4_GROUP",
     "KEEP",
+    "MAX_TREES",
     "PRECISIONS",
     "ROUTES",
     "LabelTree",
     "beam_search",
+    "check_forest",
     "check_top_k",
+    "forest_of",
+    "forest_tensors",
     "memory_bound",
     "pack_int4",
+    "roots",
+    "search",
     "search_params",
     "unpack_int4",
 ]
@@ -51,19 +62,22 @@ INT4_GROUP = 32
 BYTES_PER_WEIGHT = {"float16": 2.0, "int8": 1.0, "int4": 0.5 + 4 / INT4_GROUP}
 _LOG_EPS = np.float32(-1e4)  # the log-probability of nothing
 _CHUNK = 4096  # texts searched at once
+MAX_TREES = 8
+"""The most trees a tree head holds."""
 ROUTES = (0.25, 0.5, 0.75, 1.0)
 """The weights of the path a tree head tries on its validation rows (``route``)."""
 
 
-def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int) -> int:
+def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int, trees: int = 1) -> int:
     """The bytes a tree head of ``n_labels`` labels on ``dim``-wide vectors holds (its
-    weights, about 3% inner nodes, and the indices); refused in one line above
-    ``max_bytes``."""
+    weights, about 3% inner nodes, and the indices; times its ``trees``); refused in
+    one line above ``max_bytes``."""
     rows = int(n_labels * 1.03) + 1
-    need = int(rows * (dim * BYTES_PER_WEIGHT[precision] + 4 + 4 + 8))
+    need = trees * int(rows * (dim * BYTES_PER_WEIGHT[precision] + 4 + 4 + 8))
     if need > max_bytes:
+        several = "" if trees == 1 else f" ({trees} trees)"
         raise DataError(
-            f"a tree head of {n_labels:,} labels on {dim}-wide vectors needs about "
+            f"a tree head{several} of {n_labels:,} labels on {dim}-wide vectors needs about "
             f"{need / 2**20:,.0f} MiB in {precision}; the bound is {max_bytes / 2**20:,.0f} MiB "
             "(the max_tree_bytes limit)"
         )
@@ -384,5 +398,96 @@ def beam_search(
     rows, labels, scores = rows[best], labels[best], scores[best]
     proba = np.exp(np.maximum(scores, _LOG_EPS)).astype(np.float32)
     out = sp.csr_matrix((proba, (rows, labels)), shape=(n, tree.n_labels), dtype=np.float32)
+    out.sort_indices()
+    return out
+
+
+def forest_tensors(trees: Sequence[LabelTree]) -> dict[str, np.ndarray]:
+    """The stored tensors of a head's trees: the first's by their names, tree ``t``'s
+    as ``tree{t}.<name>``."""
+    out: dict[str, np.ndarray] = {}
+    for t, tree in enumerate(trees):
+        prefix = f"tree{t}." if t else ""
+        out.update({prefix + name: value for name, value in tree.tensors().items()})
+    return out
+
+
+def _split_forest(tensors: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    groups: dict[int, dict[str, np.ndarray]] = {}
+    for name, value in tensors.items():
+        head, dot, rest = name.partition(".")
+        t = 0
+        if dot and head.startswith("tree") and head[4:].isdigit():
+            t, name = int(head[4:]), rest
+        groups.setdefault(t, {})[name] = value
+    if sorted(groups) != list(range(len(groups))) or len(groups) > MAX_TREES:
+        raise DataError(
+            f"a tree head's tensors must hold trees 0 to k-1 (at most {MAX_TREES}), "
+            f"found trees {sorted(groups)[: MAX_TREES + 1]}"
+        )
+    return [groups[t] for t in range(len(groups))]
+
+
+def check_forest(
+    tensors: Mapping[str, np.ndarray], n_labels: int, exclusive: bool
+) -> tuple[LabelTree, ...]:
+    """A head's trees from its record's tensors (:func:`forest_tensors`), each checked
+    (:meth:`LabelTree.check`, all of one width); one line else."""
+    trees = tuple(LabelTree.check(group, n_labels, exclusive) for group in _split_forest(tensors))
+    if len({tree.dim for tree in trees}) > 1:
+        raise DataError("a tree head's trees must all read vectors of one width")
+    return trees
+
+
+def forest_of(tensors: Mapping[str, np.ndarray], exclusive: bool) -> tuple[LabelTree, ...]:
+    """A head's trees from tensors :func:`check_forest` has already judged."""
+    return tuple(LabelTree.of(group, exclusive) for group in _split_forest(tensors))
+
+
+def roots(trees: Sequence[LabelTree]) -> tuple[np.ndarray, np.ndarray]:
+    """``(W, b)``: every tree's root classifier side by side, float32 ``(d, roots)``:
+    the head's columns of the fused product."""
+    Ws, bs = [], []
+    for tree in trees:
+        m = int(tree.start[1])
+        Ws.append(tree.rows(0, m))
+        bs.append(tree.bias[:m])
+    return np.hstack(Ws), np.concatenate(bs)
+
+
+def search(
+    trees: Sequence[LabelTree],
+    X: np.ndarray,
+    root_logits: np.ndarray,
+    beam: int,
+    keep: int = KEEP,
+    route: float = 1.0,
+) -> sp.csr_matrix:
+    """Each row's ``keep`` best labels by the mean of its trees' probabilities (each
+    tree searched by :func:`beam_search` for its best ``max(keep, KEEP)``; a label a
+    tree's search did not reach counts 0 there). ``root_logits``: the trees' roots'
+    logits side by side (:func:`roots`)."""
+    if len(trees) == 1:
+        return beam_search(trees[0], X, root_logits, beam, keep, route)
+    if X.shape[0] > _CHUNK:  # the tables of the best labels stay small
+        return sp.vstack(
+            [
+                search(trees, X[i : i + _CHUNK], root_logits[i : i + _CHUNK], beam, keep, route)
+                for i in range(0, X.shape[0], _CHUNK)
+            ],
+            format="csr",
+        )
+    n, cuts = X.shape[0], np.cumsum([0] + [int(tree.start[1]) for tree in trees])
+    each = max(keep, KEEP)  # what each tree keeps before the mean
+    total = sp.csr_matrix((n, trees[0].n_labels), dtype=np.float32)
+    for tree, lo, hi in zip(trees, cuts[:-1], cuts[1:], strict=True):
+        total = total + beam_search(tree, X, root_logits[:, lo:hi], beam, each, route)
+    total = total.tocsr()
+    rows = np.repeat(np.arange(n), np.diff(total.indptr))
+    best = _best_per_row(rows, total.data, keep, n)
+    proba = total.data[best] / np.float32(len(trees))
+    out = sp.csr_matrix(
+        (proba, (rows[best], total.indices[best])), shape=total.shape, dtype=np.float32
+    )
     out.sort_indices()
     return out

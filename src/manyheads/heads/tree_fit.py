@@ -28,11 +28,15 @@ from .solver import fit_sigmoid, fit_softmax
 from .tree import (
     INT4_GROUP,
     KEEP,
+    MAX_TREES,
     PRECISIONS,
     ROUTES,
     LabelTree,
-    beam_search,
+    forest_of,
+    forest_tensors,
     pack_int4,
+    roots,
+    search,
     search_params,
 )
 
@@ -50,7 +54,9 @@ class TreeHead:
     all rows (each node's is scaled to the rows it sees; ``"auto"`` is 1);
     ``precision``: how the weights are stored, ``float16``, ``int8`` (a scale per row)
     or ``int4`` (two weights a byte, a scale per 32 weights; vectors of a width that is
-    a multiple of 32)."""
+    a multiple of 32); ``trees``: trees grown from differently seeded k-means, a
+    label's probability the mean of theirs (each tree costs its memory and its search
+    again)."""
 
     extreme = True
 
@@ -65,6 +71,7 @@ class TreeHead:
         leaf_size: int = 200,
         branching: int = 64,
         precision: str = "float16",
+        trees: int = 1,
         random_state: int = 0,
     ) -> None:
         self.kind = kind
@@ -76,6 +83,7 @@ class TreeHead:
         self.leaf_size = leaf_size
         self.branching = branching
         self.precision = precision
+        self.trees = trees
         self.random_state = random_state
 
     # -- what every head has --------------------------------------------------
@@ -90,7 +98,7 @@ class TreeHead:
 
     @property
     def fitted(self) -> bool:
-        return hasattr(self, "tree_")
+        return hasattr(self, "trees_")
 
     def check_params(self) -> None:
         if self.kind not in ("multiclass", "multilabel"):
@@ -99,10 +107,21 @@ class TreeHead:
             raise ConfigError("a tree head takes no class_weight")
         if self.C != "auto" and (isinstance(self.C, str | bool) or not float(self.C) > 0):
             raise ConfigError(f"a tree head takes a positive number as C, got {self.C!r}")
-        for name, low in (("beam", 1), ("leaf_size", 2), ("branching", 2)):
+        for name, low, high in (
+            ("beam", 1, None),
+            ("leaf_size", 2, None),
+            ("branching", 2, None),
+            ("trees", 1, MAX_TREES),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < low
+                or (high is not None and value > high)
+            ):
+                span = f">= {low}" if high is None else f"from {low} to {high}"
+                raise ConfigError(f"{name} must be an integer {span}, got {value!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
@@ -156,8 +175,10 @@ class TreeHead:
             E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
         else:
             E = _label_embeddings(X, Y)
-        children = grow(E, self.leaf_size, self.branching, self.random_state)
-        self.tree_ = self._train(X, Y, children)
+        self.trees_ = tuple(
+            self._train(X, Y, grow(E, self.leaf_size, self.branching, self.random_state + t))
+            for t in range(self.trees)
+        )
         self.temperature_ = 1.0
         self.threshold_ = 0.5
         self.route_ = 1.0
@@ -249,9 +270,12 @@ class TreeHead:
     def predict_proba(self, X: Any) -> sp.csr_matrix:
         """Each row's best labels (at most ``KEEP``) with their probabilities."""
         X = dense_rows(X)
-        m = int(self.tree_.start[1])
-        z = X @ self.tree_.rows(0, m) + self.tree_.bias[:m]
-        return beam_search(self.tree_, X, z, self.beam, KEEP, self.route_)
+        W, b = roots(self.trees_)
+        return search(self.trees_, X, X @ W + b, self.beam, KEEP, self.route_)
+
+    def nbytes(self) -> int:
+        """The bytes of the head's trees."""
+        return sum(tree.nbytes() for tree in self.trees_)
 
     @property
     def thresholds_(self) -> np.ndarray | None:
@@ -364,11 +388,12 @@ def tree_head_to_record(head: TreeHead) -> tuple[dict[str, Any], dict[str, np.nd
             "leaf_size": int(head.leaf_size),
             "branching": int(head.branching),
             "precision": head.precision,
+            "trees": len(head.trees_),
             "threshold": float(head.threshold_),
             "route": float(head.route_),
         },
     }
-    return record, head.tree_.tensors()
+    return record, forest_tensors(head.trees_)
 
 
 def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]) -> TreeHead:
@@ -381,7 +406,7 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
         kind=checked.kind.name,
         **{
             k: params[k]
-            for k in ("C", "beam", "leaf_size", "branching", "precision")
+            for k in ("C", "beam", "leaf_size", "branching", "precision", "trees")
             if k in params
         },
     )
@@ -391,9 +416,13 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
         raise DataError(f"tree head record has a bad parameter: {exc}") from None
     _, route, threshold = search_params(params)
     head.classes_ = np.asarray(checked.labels)
-    head.tree_ = LabelTree.of(checked.tensors, checked.kind.exclusive)
+    head.trees_ = forest_of(checked.tensors, checked.kind.exclusive)
+    if len(head.trees_) != head.trees:
+        raise DataError(
+            f"tree head record says {head.trees} trees but its tensors hold {len(head.trees_)}"
+        )
     head.temperature_ = 1.0
     head.threshold_ = threshold
     head.route_ = route
-    head.n_features_in_ = head.tree_.dim
+    head.n_features_in_ = head.trees_[0].dim
     return head

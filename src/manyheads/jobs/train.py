@@ -76,7 +76,7 @@ class TrainSettings(FileSettings):
     def of_options(cls, options: dict[str, Any]) -> TrainSettings:
         """The settings of :func:`train_report`'s options: those of a head's fitting
         (``val_fraction``, ``C``, ``class_weight``, ``part_weights``, ``head``,
-        ``thresholds``, ``seed``, ``beam``, ``precision``, ``label_path_sep``) go to
+        ``thresholds``, ``seed``, ``beam``, ``precision``, ``trees``, ``label_path_sep``) go to
         ``fit``."""
         options = dict(options)
         fitting = {k: options.pop(k) for k in _FIT_OPTIONS if k in options}
@@ -91,7 +91,7 @@ class TrainSettings(FileSettings):
 
 _FIT_OPTIONS = (
     "val_fraction", "C", "class_weight", "part_weights", "head", "thresholds", "seed", "beam",
-    "precision",
+    "precision", "trees",
 )  # fmt: skip
 
 

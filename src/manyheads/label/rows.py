@@ -83,7 +83,7 @@ class Labeller:
             specs = bundle.fused_heads.specs if bundle.fused_heads is not None else {}
             for name in heads:
                 spec = specs.get(name)
-                if spec is not None and spec.tree is not None:
+                if spec is not None and spec.trees:
                     check_top_k(s.top_k, len(spec.labels), name)
         return cls(bundle, heads, s.text_field, s.max_chars, s.long_texts, size, scores)
 

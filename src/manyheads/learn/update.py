@@ -68,6 +68,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..evaluate.holdout import outcome
+from ..heads.head_types import HEAD_TYPE_REGISTRY
 from ..trunks.base import stack_rows
 
 __all__ = ["HeadUpdate", "UpdateReport", "UpdateSettings", "update_heads"]
@@ -205,7 +206,8 @@ _RECIPE = ("C", "thresholds", "part_weights", "val_fraction", "refit", "class_we
 
 def _fit_options(info: Mapping[str, Any], head: Any, settings: UpdateSettings) -> dict[str, Any]:
     """The head's own recipe (``info["fit"]``, kept by ``fit_head``: its C, thresholds'
-    objective, part weights, validation share, refit, class weights)."""
+    objective, part weights, validation share, refit, class weights) and the settings
+    its type keeps in its record (a tree head's beam, precision and trees)."""
     found = info.get("fit")
     recipe: Mapping[str, Any] = found if isinstance(found, dict) else {}
     options: dict[str, Any] = {k: recipe[k] for k in _RECIPE if k in recipe}
@@ -216,6 +218,8 @@ def _fit_options(info: Mapping[str, Any], head: Any, settings: UpdateSettings) -
     )
     if getattr(head, "path_sep", None):
         options["path_sep"] = head.path_sep
+    if options["head"] in HEAD_TYPE_REGISTRY:  # e.g. a tree head's beam and precision
+        options.update(HEAD_TYPE_REGISTRY[options["head"]].kept_settings(head))
     return options
 
 

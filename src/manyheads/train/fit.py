@@ -95,6 +95,7 @@ class FitOptions(TypedDict, total=False):
     part_weights: str
     beam: int
     precision: str
+    trees: int
     soft_targets: tuple[Sequence[Any], Any] | None
     settings: FitSettings | None
 
@@ -206,7 +207,9 @@ def fit_head(
     validation split; needs torch to train, not to predict), ``"tree"`` (a label
     tree searched by beam, for 10^4 to 10^6 labels: :mod:`~manyheads.heads.tree`;
     ``beam``: inner nodes a search keeps per level, ``precision``: its weights in
-    ``"float16"``, ``"int8"`` or ``"int4"``), or ``"auto"`` (up to ``EXTREME_LABELS`` labels the
+    ``"float16"``, ``"int8"`` or ``"int4"``, ``trees``: trees whose probabilities it
+    averages, each grown from another seed: more accurate, each costing its memory and
+    search again), or ``"auto"`` (up to ``EXTREME_LABELS`` labels the
     linear and MLP heads, keeping the one with the better validation accuracy; above,
     a tree). A tree head is refitted on every row after its validation metrics
     (precision / recall / nDCG at 1, 3, 5) unless ``refit=False``.
@@ -301,7 +304,9 @@ def fit_head(
     # caps before any trunk call: a mistake costs no pass over the texts
     bundle.limits.check_labels(distinct, f"head {name!r}", extreme=extreme)
     if extreme:
-        bundle.limits.check_tree(len(distinct), bundle.trunk.dim, s.precision, f"head {name!r}")
+        bundle.limits.check_tree(
+            len(distinct), bundle.trunk.dim, s.precision, f"head {name!r}", trees=s.trees
+        )
     if name not in bundle.heads:
         bundle.limits.check_head_count(len(bundle.heads) + 1, f"head {name!r}")
     if bundle.trunk_needs_fit:

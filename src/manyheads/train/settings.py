@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from .._settings import Rule, Settings, boolean, choice, number, text
 from ..heads.kinds import PATH_SEP
 from ..heads.settings import HEAD_RULES
-from ..heads.tree import PRECISIONS
+from ..heads.tree import MAX_TREES, PRECISIONS
 from .parts import PART_WEIGHTS
 
 __all__ = ["FitSettings", "HeadSummary"]
@@ -25,6 +25,7 @@ _RULES: dict[str, Rule] = {
     "part_weights": choice(*PART_WEIGHTS),
     "beam": number(1, integer=True),
     "precision": choice(*PRECISIONS),
+    "trees": number(1, MAX_TREES, high_open=False, integer=True),
 }
 
 
@@ -47,6 +48,7 @@ class FitSettings(Settings):
     part_weights: str = "fixed"
     beam: int = 10
     precision: str = "float16"
+    trees: int = 1
 
     _constraints: ClassVar[Mapping[str, Rule]] = _RULES
 
