@@ -1,7 +1,7 @@
 """Extreme label spaces: the tree head against a dense linear head and against
 napkinXC's and Omikuji's probabilistic label trees, on the same trunk vectors::
 
-    python bench/extreme.py [--labels 10000] [--parts trees,dense,napkinxc,omikuji,training,predict]
+    python bench/extreme.py [--labels 10000] [--parts trees,forest,dense,...]
 
 1. A real task: which English source string a translated UI string (gettext) is a
    translation of. Labels: ``--labels`` sources (drawn at random, seeded, from those
@@ -12,11 +12,12 @@ napkinXC's and Omikuji's probabilistic label trees, on the same trunk vectors::
    with the solver every linear head uses, at C=10, its better C on this data),
    napkinXC's PLT and Omikuji (each at its defaults), training seconds, texts/s.
    The tree is also grown from the labels' names (the trunk's vectors of the English
-   sources) instead of their rows' mean.
+   sources) instead of their rows' mean; ``forest``: heads of 2 and 3 trees.
 2. Training at scale: 100,000 synthetic labels on 200,000 cached 256-d vectors
    (labels in 1,000 topics; rows = label centre + noise): seconds, peak memory.
 3. Predict cost: a text through a bundle (static trunk) with 9 dense heads alone, and
-   with the 100,000-label tree head as a 10th; then with a 10^6-label tree (random
+   with the 100,000-label tree head as a 10th (``forest``: and a head of two such
+   trees); then with a 10^6-label tree (random
    weights: memory and speed only), its bytes against a dense float32 matrix.
 
 Results go to ``bench/results/extreme.json``.
@@ -45,7 +46,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 from _common import cpu_model, machine  # noqa: E402
 
 GETTEXT = HERE.parent.parent / "shared" / "data" / "gettext.jsonl.gz"
-PARTS = ("trees", "dense", "napkinxc", "omikuji", "training", "predict")
+PARTS = ("trees", "forest", "dense", "napkinxc", "omikuji", "training", "predict")
 
 
 def gettext_rows() -> list[dict]:
@@ -134,7 +135,7 @@ def real_task(n_labels: int, parts: set[str], work: Path) -> dict:
             **p_at(ranked, yt),
             "train_s": round(fit_s, 1),
             "texts_per_s": round(len(test) / pred_s),
-            "bytes": head.tree_.nbytes(),
+            "bytes": head.nbytes(),
             "route": route,
         }
         print(label, systems[label], flush=True)
@@ -146,6 +147,11 @@ def real_task(n_labels: int, parts: set[str], work: Path) -> dict:
         tree_run("tree (rows' mean), int8", precision="int8")
         tree_run("tree (label names)", label_vectors=names)
         tree_run("tree, leaves of 100 labels, 32 branches", leaf_size=100, branching=32)
+    if "forest" in parts:
+        if "trees" not in parts:  # the one-tree head beside them, in the same run
+            tree_run("tree (rows' mean)")
+        tree_run("tree (rows' mean), 2 trees", trees=2)
+        tree_run("tree (rows' mean), 3 trees", trees=3)
     if "dense" in parts:
         t = time.perf_counter()
         sol = fit_softmax(X, y, len(classes), C=10.0, max_iter=300)
@@ -229,13 +235,13 @@ def synthetic(n_labels: int, n_rows: int, dim: int, seed: int = 0):  # type: ign
     return X, y
 
 
-def training_at_scale(dim: int = 256) -> tuple[dict, object]:
+def training_at_scale(dim: int = 256, trees: int = 1) -> tuple[dict, object]:
     from manyheads.heads.tree_fit import TreeHead
 
     X, y = synthetic(100_000, 200_000, dim)
     tracemalloc.start()
     t = time.perf_counter()
-    head = TreeHead().fit(X, [f"label-{v}" for v in y])
+    head = TreeHead(trees=trees).fit(X, [f"label-{v}" for v in y])
     seconds = time.perf_counter() - t
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -247,18 +253,19 @@ def training_at_scale(dim: int = 256) -> tuple[dict, object]:
     out = {
         "labels": 100_000,
         "rows": 200_000,
+        "trees": trees,
         "dim": dim,
         "train_s": round(seconds, 1),
         "peak_traced_MiB": round(peak / 2**20),
         "max_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "inner_nodes": head.tree_.n_inner,
+        "inner_nodes": head.trees_[0].n_inner,
         **p_at(ranked, truth),
     }
     print("training", out, flush=True)
     return out, head
 
 
-def predict_cost(tree_head, trunk: str = "static") -> dict:  # type: ignore[no-untyped-def]
+def predict_cost(tree_head, trunk: str = "static", forest=None) -> dict:  # type: ignore[no-untyped-def]
     from manyheads import Bundle
     from manyheads.heads.tree import LabelTree
     from manyheads.heads.tree_fit import TreeHead, quantised
@@ -298,6 +305,13 @@ def predict_cost(tree_head, trunk: str = "static") -> dict:  # type: ignore[no-u
     out["9 dense heads, ms/text"] = round(base * 1e3, 4)
     out["+ tree head of 10^5 labels, ms/text"] = round(cost * 1e3, 4)
     out["ratio at 10^5"] = round(cost / base, 2)
+    if forest is not None:
+        b.add_head("forest", forest)
+        base, cost = side_by_side([*dense, "forest"])
+        out["2 trees of 10^5 labels: 9 dense heads, ms/text"] = round(base * 1e3, 4)
+        out["+ 2 trees of 10^5 labels, ms/text"] = round(cost * 1e3, 4)
+        out["ratio at 10^5, 2 trees"] = round(cost / base, 2)
+        b.remove_head("forest")
     print("predict", out, flush=True)
     # 10^6 labels: a balanced tree (32 children per inner node, 100 labels per leaf
     # node), random weights in float16, int8 and int4
@@ -319,7 +333,7 @@ def predict_cost(tree_head, trunk: str = "static") -> dict:  # type: ignore[no-u
         LabelTree.check(tree.tensors(), n_labels, True)
         head = TreeHead(precision=precision)
         head.classes_ = np.asarray([f"l{i}" for i in range(n_labels)])
-        head.tree_, head.temperature_, head.threshold_, head.route_ = tree, 1.0, 0.5, 1.0
+        head.trees_, head.temperature_, head.threshold_, head.route_ = (tree,), 1.0, 0.5, 1.0
         head.n_features_in_ = dim
         name = f"extreme6-{precision}"
         b.add_head(name, head)
@@ -361,7 +375,7 @@ def main() -> None:
     out = HERE / "results" / "extreme.json"
     result: dict = json.loads(out.read_text()) if out.exists() else {}
     result |= {"machine": machine(), "cpu": cpu_model()}
-    if parts & {"trees", "trees-int4", "dense", "napkinxc", "omikuji"}:
+    if parts & {"trees", "trees-int4", "forest", "dense", "napkinxc", "omikuji"}:
         with tempfile.TemporaryDirectory() as tmp:
             real = real_task(args.labels, parts, Path(tmp))
         kept = result.get("real", {}).get("systems", {})
@@ -374,8 +388,11 @@ def main() -> None:
         dim = int(load_trunk(args.trunk).dim)
         result["training" + suffix], head = training_at_scale(dim)
         out.write_text(json.dumps(result, indent=1) + "\n")
+        forest = None
+        if "forest" in parts:
+            result["training, 2 trees" + suffix], forest = training_at_scale(dim, trees=2)
         if "predict" in parts:
-            result["predict" + suffix] = predict_cost(head, args.trunk)
+            result["predict" + suffix] = predict_cost(head, args.trunk, forest)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
