@@ -176,6 +176,10 @@ def test_predict_from_input_files(capsys, tmp_path, data_file):
             "--precision must be one of float16, int8, int4, got 'int2'",
         ),
         (
+            ["--task", "section", "--head", "tree", "--trees", "9"],
+            "--trees must be 'auto' or an integer from 1 to 8, got '9'",
+        ),
+        (
             ["--task", "section", "--thresholds", "recall"],
             "--thresholds must be one of f1, f0.5, accuracy, got 'recall'",
         ),

@@ -21,6 +21,7 @@ from manyheads.heads.record import HeadLimits
 from manyheads.heads.tree import (
     KEEP,
     ROUTES,
+    TWO_TREES_UP_TO,
     LabelTree,
     beam_search,
     check_forest,
@@ -29,6 +30,7 @@ from manyheads.heads.tree import (
     pack_int4,
     roots,
     search,
+    tree_count,
     unpack_int4,
 )
 from manyheads.heads.tree_fit import TreeHead, quantised
@@ -81,8 +83,10 @@ def test_tree_head_finds_a_package_from_its_summary(packages):
     assert p1 > 0.5, p1
     assert p5 >= p1
     spec = b.fused_heads.specs["package"]
-    assert len(spec.trees) == 1 and spec.trees[0].n_inner > 1  # a tree, not a flat head
-    assert spec.W1.shape[1] == int(spec.trees[0].start[1])  # the root's columns are fused
+    # 1,500 labels: two trees ("auto"), each a tree, not a flat head
+    assert len(spec.trees) == 2 and all(t.n_inner > 1 for t in spec.trees)
+    # every root's columns are fused
+    assert spec.W1.shape[1] == sum(int(t.start[1]) for t in spec.trees)
 
 
 @pytest.mark.heavy
@@ -240,7 +244,9 @@ def test_labels_past_the_memory_bound_are_refused_before_any_trunk_pass(monkeypa
     calls = []
     monkeypatch.setattr(b.trunk, "encode", lambda *a, **k: calls.append(1))
     texts = [f"text {i}" for i in range(200)]
-    with pytest.raises(DataError, match=r"head 'big': a tree head of 200 labels on 256-wide"):
+    with pytest.raises(
+        DataError, match=r"head 'big': a tree head \(2 trees\) of 200 labels on 256-wide"
+    ):
         b.fit_head("big", texts, [str(i) for i in range(200)], head="tree")
     assert not calls and "big" not in b.heads
     with pytest.raises(DataError, match=r"10,000,000 labels .* \(the max_tree_bytes limit\)"):
@@ -486,8 +492,10 @@ def test_a_stored_forest_is_checked_in_one_line():
         check_forest(wide, 3, True)
     with pytest.raises(DataError, match="must each have one parent"):
         check_forest(dict(stored, **{"tree1.children": np.array([2, 1, 2, 4])}), 3, True)
-    with pytest.raises(ConfigError, match="trees must be an integer from 1 to 8, got 9"):
+    with pytest.raises(ConfigError, match="trees must be 'auto' or an integer from 1 to 8, got 9"):
         TreeHead(trees=9).check_params()
+    assert [tree_count("auto", n) for n in (10, TWO_TREES_UP_TO, TWO_TREES_UP_TO + 1)] == [2, 2, 1]
+    assert tree_count(3, 10**6) == 3
     with pytest.raises(DataError, match=r"\(2 trees\) of 10,000,000 labels"):
         HeadLimits().check_tree(10_000_000, 128, "int8", "head 'big'", trees=2)
 

@@ -60,7 +60,7 @@ def head_entry(
     limits.check_labels(record[0]["labels"], where, extreme=htype.extreme)
     if isinstance(head, TreeHead):
         limits.check_tree(
-            len(record[0]["labels"]), head.n_features_in_, head.precision, where, head.trees
+            len(record[0]["labels"]), head.n_features_in_, head.precision, where, len(head.trees_)
         )
     return name, record, info
 

@@ -103,11 +103,12 @@ FITTING = (
     ),
     option(
         "trees",
-        int,
+        str,
         "--trees",
         "A tree head's trees, each grown from another seed, their probabilities averaged: "
-        "more accurate, each one costing its memory and its search again.",
-        1,
+        "more accurate, each one costing its memory and its search again; auto: two up to "
+        "100,000 labels, one above.",
+        "auto",
     ),
     option(
         "thresholds",

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_TREES",
     "PRECISIONS",
     "ROUTES",
+    "TWO_TREES_UP_TO",
     "LabelTree",
     "beam_search",
     "check_forest",
@@ -51,6 +52,8 @@ __all__ = [
     "roots",
     "search",
     "search_params",
+    "tree_count",
+    "trees_problem",
     "unpack_int4",
 ]
 
@@ -64,6 +67,10 @@ _LOG_EPS = np.float32(-1e4)  # the log-probability of nothing
 _CHUNK = 4096  # texts searched at once
 MAX_TREES = 8
 """The most trees a tree head holds."""
+TWO_TREES_UP_TO = 100_000
+"""``trees="auto"``: two trees for a head of at most this many labels, one above (a
+second tree of 10^5 labels costs about 80 MB in float16 on 384-d vectors; of 10^6,
+ten times that, where memory is what runs out first)."""
 ROUTES = (0.25, 0.5, 0.75, 1.0)
 """The weights of the path a tree head tries on its validation rows (``route``)."""
 
@@ -400,6 +407,23 @@ def beam_search(
     out = sp.csr_matrix((proba, (rows, labels)), shape=(n, tree.n_labels), dtype=np.float32)
     out.sort_indices()
     return out
+
+
+def tree_count(trees: int | str, n_labels: int) -> int:
+    """The trees of a head of ``n_labels`` labels: ``trees``, or for ``"auto"`` two up
+    to :data:`TWO_TREES_UP_TO` labels and one above."""
+    if trees == "auto":
+        return 2 if n_labels <= TWO_TREES_UP_TO else 1
+    return int(trees)
+
+
+def trees_problem(trees: Any) -> str | None:
+    """Why ``trees`` is not ``"auto"`` or a count from 1 to :data:`MAX_TREES`; None if it is."""
+    if trees == "auto" or (
+        isinstance(trees, int) and not isinstance(trees, bool) and 1 <= trees <= MAX_TREES
+    ):
+        return None
+    return f"trees must be 'auto' or an integer from 1 to {MAX_TREES}, got {trees!r}"
 
 
 def forest_tensors(trees: Sequence[LabelTree]) -> dict[str, np.ndarray]:

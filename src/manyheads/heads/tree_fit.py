@@ -28,7 +28,6 @@ from .solver import fit_sigmoid, fit_softmax
 from .tree import (
     INT4_GROUP,
     KEEP,
-    MAX_TREES,
     PRECISIONS,
     ROUTES,
     LabelTree,
@@ -38,6 +37,8 @@ from .tree import (
     roots,
     search,
     search_params,
+    tree_count,
+    trees_problem,
 )
 
 __all__ = ["TreeHead", "tree_head_from_record", "tree_head_to_record"]
@@ -56,7 +57,8 @@ class TreeHead:
     or ``int4`` (two weights a byte, a scale per 32 weights; vectors of a width that is
     a multiple of 32); ``trees``: trees grown from differently seeded k-means, a
     label's probability the mean of theirs (each tree costs its memory and its search
-    again)."""
+    again; ``"auto"``: two up to :data:`~manyheads.heads.tree.TWO_TREES_UP_TO` labels,
+    one above)."""
 
     extreme = True
 
@@ -71,7 +73,7 @@ class TreeHead:
         leaf_size: int = 200,
         branching: int = 64,
         precision: str = "float16",
-        trees: int = 1,
+        trees: int | str = "auto",
         random_state: int = 0,
     ) -> None:
         self.kind = kind
@@ -107,21 +109,13 @@ class TreeHead:
             raise ConfigError("a tree head takes no class_weight")
         if self.C != "auto" and (isinstance(self.C, str | bool) or not float(self.C) > 0):
             raise ConfigError(f"a tree head takes a positive number as C, got {self.C!r}")
-        for name, low, high in (
-            ("beam", 1, None),
-            ("leaf_size", 2, None),
-            ("branching", 2, None),
-            ("trees", 1, MAX_TREES),
-        ):
+        for name, low in (("beam", 1), ("leaf_size", 2), ("branching", 2)):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or value < low
-                or (high is not None and value > high)
-            ):
-                span = f">= {low}" if high is None else f"from {low} to {high}"
-                raise ConfigError(f"{name} must be an integer {span}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+        problem = trees_problem(self.trees)
+        if problem is not None:
+            raise ConfigError(problem)
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
@@ -177,7 +171,7 @@ class TreeHead:
             E = _label_embeddings(X, Y)
         self.trees_ = tuple(
             self._train(X, Y, grow(E, self.leaf_size, self.branching, self.random_state + t))
-            for t in range(self.trees)
+            for t in range(tree_count(self.trees, len(self.classes_)))
         )
         self.temperature_ = 1.0
         self.threshold_ = 0.5

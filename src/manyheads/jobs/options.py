@@ -131,6 +131,20 @@ def parse_C(value: float | str) -> float | str:
     return number
 
 
+def parse_trees(value: int | str) -> int | str:
+    """``"auto"`` or a count of trees (from a command line, both arrive as text), judged
+    by the tree head's rule; a refusal shows the value as given."""
+    from ..train.settings import FitSettings
+
+    rule = FitSettings._constraints["trees"]
+    number: int | str = value
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if not rule.accepts(number):
+        rule.check("trees", value)
+    return number
+
+
 def cache_setting(cache_dir: str | Path | None, no_cache: bool) -> Any:
     """The embedding cache of a job: none, the one in ``cache_dir``, or the default one."""
     if no_cache:

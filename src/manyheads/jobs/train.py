@@ -27,6 +27,7 @@ from .options import (
     other_trunk,
     parse_byte_config,
     parse_C,
+    parse_trees,
     refuse_foreign_folder,
     task_specs,
 )
@@ -84,6 +85,8 @@ class TrainSettings(FileSettings):
             fitting["path_sep"] = options.pop("label_path_sep")
         if "C" in fitting:
             fitting["C"] = parse_C(fitting["C"])
+        if "trees" in fitting:
+            fitting["trees"] = parse_trees(fitting["trees"])
         fitting["progress"] = options.get("progress", False)
         fit = _TRAIN_FIT.replace(**fitting)
         return cls.of({**options, "fit": fit}, "train_report")

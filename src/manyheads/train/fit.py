@@ -24,6 +24,7 @@ from ..heads.head_types import candidate_types
 from ..heads.head_types import head_type as stored_type
 from ..heads.kinds import distinct_labels, kind_of
 from ..heads.linear import LinearHead
+from ..heads.tree import tree_count
 from ..learn.drift import head_reference
 from ..learn.inputs import input_profile
 from ..trunks.base import check_texts, dense_rows, stack_rows
@@ -95,7 +96,7 @@ class FitOptions(TypedDict, total=False):
     part_weights: str
     beam: int
     precision: str
-    trees: int
+    trees: int | str
     soft_targets: tuple[Sequence[Any], Any] | None
     settings: FitSettings | None
 
@@ -209,10 +210,11 @@ def fit_head(
     ``beam``: inner nodes a search keeps per level, ``precision``: its weights in
     ``"float16"``, ``"int8"`` or ``"int4"``, ``trees``: trees whose probabilities it
     averages, each grown from another seed: more accurate, each costing its memory and
-    search again), or ``"auto"`` (up to ``EXTREME_LABELS`` labels the
-    linear and MLP heads, keeping the one with the better validation accuracy; above,
-    a tree). A tree head is refitted on every row after its validation metrics
-    (precision / recall / nDCG at 1, 3, 5) unless ``refit=False``.
+    search again; ``"auto"``, two up to 100,000 labels and one above), or ``"auto"``
+    (up to ``EXTREME_LABELS`` labels the linear and MLP heads, keeping the one with the
+    better validation accuracy; above, a tree). A tree head is refitted on every row
+    after its validation metrics (precision / recall / nDCG at 1, 3, 5) unless
+    ``refit=False``.
     ``thresholds``: what binary / multilabel thresholds maximise on the
     validation split, ``"f1"`` (default) or ``"accuracy"``.
 
@@ -305,7 +307,11 @@ def fit_head(
     bundle.limits.check_labels(distinct, f"head {name!r}", extreme=extreme)
     if extreme:
         bundle.limits.check_tree(
-            len(distinct), bundle.trunk.dim, s.precision, f"head {name!r}", trees=s.trees
+            len(distinct),
+            bundle.trunk.dim,
+            s.precision,
+            f"head {name!r}",
+            trees=tree_count(s.trees, len(distinct)),
         )
     if name not in bundle.heads:
         bundle.limits.check_head_count(len(bundle.heads) + 1, f"head {name!r}")

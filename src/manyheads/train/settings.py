@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from .._settings import Rule, Settings, boolean, choice, number, text
 from ..heads.kinds import PATH_SEP
 from ..heads.settings import HEAD_RULES
-from ..heads.tree import MAX_TREES, PRECISIONS
+from ..heads.tree import MAX_TREES, PRECISIONS, trees_problem
 from .parts import PART_WEIGHTS
 
 __all__ = ["FitSettings", "HeadSummary"]
@@ -25,7 +25,9 @@ _RULES: dict[str, Rule] = {
     "part_weights": choice(*PART_WEIGHTS),
     "beam": number(1, integer=True),
     "precision": choice(*PRECISIONS),
-    "trees": number(1, MAX_TREES, high_open=False, integer=True),
+    "trees": Rule(
+        lambda v: trees_problem(v) is None, f"'auto' or an integer from 1 to {MAX_TREES}"
+    ),
 }
 
 
@@ -48,7 +50,7 @@ class FitSettings(Settings):
     part_weights: str = "fixed"
     beam: int = 10
     precision: str = "float16"
-    trees: int = 1
+    trees: int | str = "auto"
 
     _constraints: ClassVar[Mapping[str, Rule]] = _RULES
 
