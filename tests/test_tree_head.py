@@ -479,6 +479,15 @@ def test_a_forest_answers_the_mean_of_its_trees_probabilities():
     assert search(trees, X[:0], z[:0], beam=5).shape == (0, 3)
 
 
+def test_a_record_without_a_tree_count_is_one_tree():
+    """Records written before heads held several trees name no count: one tree."""
+    record = {"type": "tree", "kind": "multiclass", "labels": ["a", "b", "c"], "params": {}}
+    head = any_head_from_record(record, _small_tree().tensors())
+    assert len(head.trees_) == 1 and head.trees == 1
+    X = np.array([[2.0, 0.0, 1.0]], dtype=np.float32)
+    assert head.predict_proba(X).shape == (1, 3)
+
+
 def test_a_stored_forest_is_checked_in_one_line():
     trees = (_small_tree(), _other_tree())
     stored = forest_tensors(trees)

@@ -398,9 +398,11 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
     params = checked.params
     head = TreeHead(
         kind=checked.kind.name,
+        # a record written before heads held several trees holds one
+        trees=params.get("trees", 1),
         **{
             k: params[k]
-            for k in ("C", "beam", "leaf_size", "branching", "precision", "trees")
+            for k in ("C", "beam", "leaf_size", "branching", "precision")
             if k in params
         },
     )
