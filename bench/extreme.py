@@ -388,7 +388,6 @@ def main() -> None:
         dim = int(load_trunk(args.trunk).dim)
         result["training" + suffix], head = training_at_scale(dim)
         out.write_text(json.dumps(result, indent=1) + "\n")
-        forest = None
         if "predict" in parts:  # two trees: the default ("auto") at 10^5 labels
             result["training, 2 trees" + suffix], forest = training_at_scale(dim, trees=2)
             result["predict" + suffix] = predict_cost(head, args.trunk, forest)

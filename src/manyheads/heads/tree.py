@@ -40,6 +40,7 @@ __all__ = [
     "MAX_TREES",
     "PRECISIONS",
     "ROUTES",
+    "TREES_EXPECTED",
     "TWO_TREES_UP_TO",
     "LabelTree",
     "beam_search",
@@ -53,7 +54,7 @@ __all__ = [
     "search",
     "search_params",
     "tree_count",
-    "trees_problem",
+    "trees_ok",
     "unpack_int4",
 ]
 
@@ -417,13 +418,15 @@ def tree_count(trees: int | str, n_labels: int) -> int:
     return int(trees)
 
 
-def trees_problem(trees: Any) -> str | None:
-    """Why ``trees`` is not ``"auto"`` or a count from 1 to :data:`MAX_TREES`; None if it is."""
-    if trees == "auto" or (
+TREES_EXPECTED = f"'auto' or an integer from 1 to {MAX_TREES}"
+"""What a head's ``trees`` may be, as a refusal says it."""
+
+
+def trees_ok(trees: Any) -> bool:
+    """Whether ``trees`` is ``"auto"`` or a count from 1 to :data:`MAX_TREES`."""
+    return trees == "auto" or (
         isinstance(trees, int) and not isinstance(trees, bool) and 1 <= trees <= MAX_TREES
-    ):
-        return None
-    return f"trees must be 'auto' or an integer from 1 to {MAX_TREES}, got {trees!r}"
+    )
 
 
 def forest_tensors(trees: Sequence[LabelTree]) -> dict[str, np.ndarray]:

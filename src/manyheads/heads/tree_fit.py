@@ -30,6 +30,7 @@ from .tree import (
     KEEP,
     PRECISIONS,
     ROUTES,
+    TREES_EXPECTED,
     LabelTree,
     forest_of,
     forest_tensors,
@@ -38,7 +39,7 @@ from .tree import (
     search,
     search_params,
     tree_count,
-    trees_problem,
+    trees_ok,
 )
 
 __all__ = ["TreeHead", "tree_head_from_record", "tree_head_to_record"]
@@ -113,9 +114,8 @@ class TreeHead:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
-        problem = trees_problem(self.trees)
-        if problem is not None:
-            raise ConfigError(problem)
+        if not trees_ok(self.trees):
+            raise ConfigError(f"trees must be {TREES_EXPECTED}, got {self.trees!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(
                 f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from .._settings import Rule, Settings, boolean, choice, number, text
 from ..heads.kinds import PATH_SEP
 from ..heads.settings import HEAD_RULES
-from ..heads.tree import MAX_TREES, PRECISIONS, trees_problem
+from ..heads.tree import PRECISIONS, TREES_EXPECTED, trees_ok
 from .parts import PART_WEIGHTS
 
 __all__ = ["FitSettings", "HeadSummary"]
@@ -25,9 +25,7 @@ _RULES: dict[str, Rule] = {
     "part_weights": choice(*PART_WEIGHTS),
     "beam": number(1, integer=True),
     "precision": choice(*PRECISIONS),
-    "trees": Rule(
-        lambda v: trees_problem(v) is None, f"'auto' or an integer from 1 to {MAX_TREES}"
-    ),
+    "trees": Rule(trees_ok, TREES_EXPECTED),
 }
 
 
