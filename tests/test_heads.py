@@ -42,7 +42,12 @@ def test_multiclass_matches_scikit_learn_logistic_regression():
     assert list(ours.classes_) == list(ref.classes_)
     agree = (ours.predict(X) == ref.predict(X)).mean()
     assert agree > 0.99
-    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=2e-3)
+    # each stops at a gradient of 1e-4, ours in whitened variables: a step apart
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=4e-3)
+    # both solved to a tight tolerance (ours in float32): the same objective and optimum
+    ours = LinearHead(calibrate=False, tol=1e-8, max_iter=5000).fit(X, y)
+    ref = LogisticRegression(C=1.0, tol=1e-10, max_iter=5000).fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=5e-4)
 
 
 def test_binary_matches_scikit_learn_logistic_regression():

@@ -45,6 +45,8 @@ from .tree import (
 __all__ = ["TreeHead", "tree_head_from_record", "tree_head_to_record"]
 
 _NODE_ITER = 200  # L-BFGS steps of one node's regression
+# node fits are not whitened (solver.py): a factorisation for each of thousands of nodes,
+# most of a few rows, costs more than the steps it saves
 
 
 class TreeHead:
@@ -234,7 +236,7 @@ class TreeHead:
             # the penalty a dense head puts on these weights: C over all rows, not these
             Cu = C * len(X) / max(len(np.unique(r)), 1)
             if self.head_kind.exclusive:
-                fit = fit_softmax(X[r], q, b - a, C=Cu, max_iter=_NODE_ITER)
+                fit = fit_softmax(X[r], q, b - a, C=Cu, max_iter=_NODE_ITER, whiten=False)
             else:
                 urows, inverse = np.unique(r, return_inverse=True)
                 T = np.zeros((len(urows), b - a), dtype=np.float32)
@@ -242,7 +244,7 @@ class TreeHead:
                 if (T.sum(axis=0) == len(urows)).all():
                     bias[a:b] = 10.0  # every row has every child
                     continue
-                fit = fit_sigmoid(X[urows], T, C=Cu, max_iter=_NODE_ITER)
+                fit = fit_sigmoid(X[urows], T, C=Cu, max_iter=_NODE_ITER, whiten=False)
             weights[a:b] = fit.coef
             bias[a:b] = fit.intercept
         return quantised(start, flat, weights, bias, self.head_kind.exclusive, self.precision)
