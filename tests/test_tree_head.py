@@ -541,8 +541,13 @@ def test_a_tree_head_of_two_trees_saves_loads_and_answers_their_mean(packages, t
     assert len(loaded.fused_heads.specs["two"].trees) == 2
     record, tensors = copy.export_head("two")
     assert record["params"]["trees"] == 2
-    with pytest.raises(DataError, match="record says 3 trees but its tensors hold 2"):
-        any_head_from_record(dict(record, params=dict(record["params"], trees=3)), tensors)
+    for says in (3, "auto", True):  # the head and the fused product: one check, one line
+        bad = dict(record, params=dict(record["params"], trees=says))
+        match = f"record says {says!r} trees but its tensors hold 2"
+        with pytest.raises(DataError, match=match):
+            any_head_from_record(bad, tensors)
+        with pytest.raises(DataError, match=match):
+            FusedHeads.from_records({"two": (bad, tensors)})
 
 
 @pytest.mark.heavy

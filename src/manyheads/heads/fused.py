@@ -120,7 +120,10 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         if array is not None and not np.isfinite(array).all():
             raise DataError(f"head weights divided by its temperature {temperature:g} overflow")
     thresholds = checked.thresholds
-    beam, route, threshold = search_params(checked.params) if htype.extreme else (0, 1.0, 0.5)
+    trees = htype.trees(checked.kind.name, checked.tensors)
+    beam, route, threshold = (
+        search_params(checked.params, len(trees)) if htype.extreme else (0, 1.0, 0.5)
+    )
     if htype.extreme and thresholds is not None:  # one threshold for every label
         thresholds = np.full(len(thresholds), threshold, np.float32)
     return HeadSpec(
@@ -134,7 +137,7 @@ def spec_from_record(record: Mapping[str, Any], tensors: Mapping[str, np.ndarray
         b2=None if b2 is None else np.asarray(b2, dtype=np.float32),
         digest=record_digest(record, tensors),
         parents=checked.kind.parents(checked.labels, checked.path_sep),
-        trees=htype.trees(checked.kind.name, checked.tensors),
+        trees=trees,
         beam=beam,
         route=route,
     )

@@ -92,9 +92,11 @@ def memory_bound(n_labels: int, dim: int, precision: str, max_bytes: int, trees:
     return need
 
 
-def search_params(params: Mapping[str, Any]) -> tuple[int, float, float]:
-    """``(beam, route, threshold)`` of a stored tree head's params, each checked; one
-    line else (route in (0, 1], threshold in [0, 1])."""
+def search_params(params: Mapping[str, Any], n_trees: int) -> tuple[int, float, float]:
+    """``(beam, route, threshold)`` of a stored tree head's params, each checked, and its
+    tree count against the ``n_trees`` its tensors hold (a record written before heads
+    held several trees has none: one); one line else (route in (0, 1], threshold in
+    [0, 1])."""
     beam = params.get("beam", 10)
     if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
         raise DataError(f"tree head record has a bad beam {beam!r}")
@@ -105,6 +107,9 @@ def search_params(params: Mapping[str, Any]) -> tuple[int, float, float]:
         if not number or not (0 <= value <= 1 if zero_ok else 0 < value <= 1):
             raise DataError(f"tree head record has a bad {name} {value!r}")
         found.append(float(value))
+    trees = params.get("trees", 1)
+    if isinstance(trees, bool) or trees != n_trees:
+        raise DataError(f"tree head record says {trees!r} trees but its tensors hold {n_trees}")
     return int(beam), found[0], found[1]
 
 

@@ -398,10 +398,11 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
     if checked.type != "tree":
         raise DataError(f"head record has type {checked.type!r}, expected 'tree'")
     params = checked.params
+    trees = forest_of(checked.tensors, checked.kind.exclusive)
+    _, route, threshold = search_params(params, len(trees))
     head = TreeHead(
         kind=checked.kind.name,
-        # a record written before heads held several trees holds one
-        trees=params.get("trees", 1),
+        trees=len(trees),
         **{
             k: params[k]
             for k in ("C", "beam", "leaf_size", "branching", "precision")
@@ -412,13 +413,8 @@ def tree_head_from_record(record: dict[str, Any], tensors: dict[str, np.ndarray]
         head.check_params()
     except ConfigError as exc:
         raise DataError(f"tree head record has a bad parameter: {exc}") from None
-    _, route, threshold = search_params(params)
     head.classes_ = np.asarray(checked.labels)
-    head.trees_ = forest_of(checked.tensors, checked.kind.exclusive)
-    if len(head.trees_) != head.trees:
-        raise DataError(
-            f"tree head record says {head.trees} trees but its tensors hold {len(head.trees_)}"
-        )
+    head.trees_ = trees
     head.temperature_ = 1.0
     head.threshold_ = threshold
     head.route_ = route
