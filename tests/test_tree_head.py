@@ -16,6 +16,7 @@ from manyheads import Bundle
 from manyheads.cli import main
 from manyheads.errors import ConfigError, DataError
 from manyheads.heads import FusedHeads
+from manyheads.heads import tree as tree_module
 from manyheads.heads.convert import any_head_from_record, any_head_to_record
 from manyheads.heads.record import HeadLimits
 from manyheads.heads.tree import (
@@ -477,6 +478,18 @@ def test_a_forest_answers_the_mean_of_its_trees_probabilities():
     assert ((best > 0).sum(axis=1) == 1).all()
     np.testing.assert_array_equal(best.argmax(axis=1), got.argmax(axis=1))
     assert search(trees, X[:0], z[:0], beam=5).shape == (0, 3)
+
+
+def test_texts_searched_a_chunk_at_a_time_answer_as_at_once(monkeypatch):
+    trees = (_small_tree(), _other_tree())
+    X = np.random.default_rng(0).normal(size=(7, 3)).astype(np.float32)
+    z = X @ roots(trees)[0] + roots(trees)[1]
+    whole = search(trees, X, z, beam=5).toarray(), beam_search(trees[0], X, z[:, :2], 5).toarray()
+    monkeypatch.setattr(tree_module, "_CHUNK", 3)  # chunks of 3, 3 and 1 texts
+    chunked = search(trees, X, z, beam=5), beam_search(trees[0], X, z[:, :2], 5)
+    for got, want in zip(chunked, whole, strict=True):
+        assert got.format == "csr" and got.shape == want.shape
+        np.testing.assert_allclose(got.toarray(), want, rtol=1e-6)
 
 
 def test_a_record_without_a_tree_count_is_one_tree():

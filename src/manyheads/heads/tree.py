@@ -23,7 +23,7 @@ numpy and scipy only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -358,6 +358,18 @@ def _expand(
     return np.repeat(rows, width), child, z
 
 
+def _in_chunks(
+    answer: Callable[[np.ndarray, np.ndarray], sp.csr_matrix],
+    X: np.ndarray,
+    root_logits: np.ndarray,
+) -> sp.csr_matrix:
+    """``answer(X, root_logits)`` on :data:`_CHUNK` texts at a time, stacked (CSR)."""
+    parts = [
+        answer(X[i : i + _CHUNK], root_logits[i : i + _CHUNK]) for i in range(0, X.shape[0], _CHUNK)
+    ]
+    return sp.vstack(parts, format="csr")
+
+
 def beam_search(
     tree: LabelTree,
     X: np.ndarray,
@@ -374,13 +386,7 @@ def beam_search(
     the product of the probabilities on its path; less: the path counts less against
     the label's own classifier; a tree head chooses it on its validation rows)."""
     if X.shape[0] > _CHUNK:  # the search's tables stay small
-        return sp.vstack(
-            [
-                beam_search(tree, X[i : i + _CHUNK], root_logits[i : i + _CHUNK], beam, keep, route)
-                for i in range(0, X.shape[0], _CHUNK)
-            ],
-            format="csr",
-        )
+        return _in_chunks(lambda x, z: beam_search(tree, x, z, beam, keep, route), X, root_logits)
     n, n_inner = X.shape[0], tree.n_inner
     if n == 0:
         return sp.csr_matrix((0, tree.n_labels), dtype=np.float32)
@@ -502,13 +508,7 @@ def search(
     if len(trees) == 1:
         return beam_search(trees[0], X, root_logits, beam, keep, route)
     if X.shape[0] > _CHUNK:  # the tables of the best labels stay small
-        return sp.vstack(
-            [
-                search(trees, X[i : i + _CHUNK], root_logits[i : i + _CHUNK], beam, keep, route)
-                for i in range(0, X.shape[0], _CHUNK)
-            ],
-            format="csr",
-        )
+        return _in_chunks(lambda x, z: search(trees, x, z, beam, keep, route), X, root_logits)
     n, cuts = X.shape[0], np.cumsum([0] + [int(tree.start[1]) for tree in trees])
     each = max(keep, KEEP)  # what each tree keeps before the mean
     total = sp.csr_matrix((n, trees[0].n_labels), dtype=np.float32)
