@@ -23,6 +23,7 @@ from manyheads.learn.drift import (
     answer_confidence,
     answer_labels,
     design_effect,
+    design_effects,
     drift_table,
     reference_profile,
 )
@@ -157,6 +158,41 @@ def test_the_design_effect_of_rows_that_come_in_groups():
     assert ref["design_effect"]["confidence"] == 1.0  # one bin: nothing varies
 
 
+def test_the_design_spread_is_the_spread_of_the_design_effect_matrix_eigenvalues():
+    """Labels that all come in groups alike vary alike (spread 0); some in large groups and
+    some on their own spread the eigenvalues of n diag(p)^-1 V, as a direct eigen
+    decomposition finds them."""
+    alike = [[str((i // 8) % 4)] for i in range(400)]
+    mean, spread = design_effects(alike, [i // 8 for i in range(400)])
+    assert mean == pytest.approx(8, rel=0.05) and spread < 0.05
+    rng = np.random.default_rng(0)
+    cells: list[list[str]] = []
+    groups: list[int] = []
+    for g in range(120):  # labels a, b in groups of 10 alike; c, d, e one row each
+        if g % 2:
+            cells += [["a" if g % 4 == 1 else "b"]] * 10
+            groups += [g] * 10
+        else:
+            for j in range(10):
+                cells.append([str(rng.choice(["c", "d", "e"]))])
+                groups.append(1000 * g + j)
+    mean, spread = design_effects(cells, groups)
+    # the eigenvalues directly: n diag(p)^-1 V over the cells, the one zero one left out
+    names = sorted({c[0] for c in cells})
+    ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    y = np.zeros((len(ids), len(names)))
+    for c, g in zip(cells, groups, strict=True):
+        y[ids[g], names.index(c[0])] += 1
+    n, G = len(cells), len(ids)
+    p = y.sum(axis=0) / n
+    e = y - np.outer(y.sum(axis=1), p)
+    V = G / (G - 1) * e.T @ e / n**2
+    lam = np.sort(np.real(np.linalg.eigvals(n * np.diag(1 / p) @ V)))[1:]
+    assert mean == pytest.approx(lam.mean(), rel=1e-6)
+    assert spread == pytest.approx(lam.var() / lam.mean() ** 2, rel=1e-6)
+    assert spread > 0.3  # groups of 10 for two labels, single rows for three
+
+
 def test_the_design_effect_widens_the_threshold_and_bad_values_are_ignored(bundle, answers):
     info = bundle.head_info["section"]
     base = drift_table({"section": info}, answers["stationary"])["section"]
@@ -167,6 +203,14 @@ def test_the_design_effect_widens_the_threshold_and_bad_values_are_ignored(bundl
         assert row["section"]["design_effect"] == expect
         if expect == 4.0:
             assert row["section"]["psi_threshold"] >= base["psi_threshold"]
+    base = drift_table({"section": info}, answers["stationary"], DriftSettings(psi_alarm=1e-9))
+    for value, expect in ((2.0, 2.0), ("2", 0.0), (True, 0.0), (-1.0, 0.0), (1e9, 0.0)):
+        ref = {**info["reference"], "design_spread": {"labels": value, "confidence": value}}
+        settings = DriftSettings(psi_alarm=1e-9)  # the chance threshold itself
+        row = drift_table({"section": {**info, "reference": ref}}, answers["stationary"], settings)
+        assert row["section"]["design_spread"] == expect
+        wider = row["section"]["psi_threshold"] > base["section"]["psi_threshold"] * 1.2
+        assert wider == (expect == 2.0)
 
 
 def test_a_refitted_multiclass_head_takes_its_reference_from_out_of_fold_answers(rows):

@@ -20,7 +20,8 @@ labels given and on the confidence histogram, each with two distances of scipy:
   and ``n_win`` rows it is close to ``chi2(k - 1) / n_eff`` with
   ``1 / n_eff = 1 / n_ref + 1 / n_win``: the chi-squared statistic of the two samples),
   so the alarm threshold can account for the sampling noise of a small reference or
-  window over many labels;
+  window over many labels, and, for rows that come in groups, for their design effects
+  (Rao and Scott's first- and second-order corrections: :func:`design_effects`);
 - the Jensen-Shannon distance (:func:`scipy.spatial.distance.jensenshannon`, base 2):
   between 0 and 1 and finite whatever the cells, the easier number to read and plot.
 
@@ -31,7 +32,9 @@ make the PSI infinite; labels neither side gave are left out.
 **The alarm.** A head alarms when its window holds at least ``min_window`` answers
 and the PSI of its labels or of its confidence is over its threshold, the larger of
 ``psi_alarm`` (default 0.25, the usual mark of a major shift) and the
-``1 - alpha`` quantile (``alpha`` default 1e-4) of the chi-squared noise above:
+``1 - alpha`` quantile (``alpha`` default 1e-4) of the chi-squared noise above,
+``deff (1 + a^2) chi2((k - 1) / (1 + a^2)) / n_eff`` for a reference whose rows came
+in groups (``design_effect``, ``design_spread``):
 a window that only differs from the reference by chance stays under it. A window
 rolls (the last ``window`` answers, default 1000), so the alarm clears again when
 the inputs come back.
@@ -90,6 +93,7 @@ __all__ = [
 ]
 
 BINS = 10  # confidence histogram: ten equal bins over [0, 1]
+_SPREAD_MAX = 2000  # the second-order correction is measured up to this many groups or cells
 NO_LABEL = "(no label)"
 _VERSION = 1
 NO_REFERENCE = (
@@ -209,20 +213,26 @@ def _tally(answers: Iterable[Mapping[str, Any] | None]) -> _Tally:
 # -- the reference ------------------------------------------------------------------
 
 
-def design_effect(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> float:
-    """The mean design effect (Rao and Scott's first-order correction) of the shares of
-    the cells each row counts in (``cells[i]``: row i's labels, or its confidence bin)
-    when rows come in ``groups``: how much more the shares vary from sample to sample
-    than if every row were drawn on its own (1: not at all). Rows of one group (a
-    package's descriptions, a user's messages) tend to get the same answers, so a window
-    of traffic holds fewer independent answers than rows. 1 with fewer than
-    ``MIN_GROUPS`` groups; at most 50."""
+def design_effects(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> tuple[float, float]:
+    """``(mean, spread)`` of the design effects (Rao and Scott's corrections of the
+    chi-squared test) of the shares of the cells each row counts in (``cells[i]``: row
+    i's labels, or its confidence bin) when rows come in ``groups``: how much more the
+    shares vary from sample to sample than if every row were drawn on its own.
+
+    Rows of one group (a package's descriptions, a user's messages) tend to get the same
+    answers, so a window of traffic holds fewer independent answers than rows. The
+    chance PSI of grouped rows is a sum ``sum_j lambda_j chi2(1)`` over the eigenvalues
+    ``lambda_j`` of the design-effect matrix ``n diag(p)^-1 V`` (``V``: the
+    cluster-robust covariance of the shares). ``mean``: their mean (the first-order
+    correction; at least 1, at most 50); ``spread``: their squared coefficient of
+    variation ``a^2`` (the second-order correction, 0 when every cell varies alike;
+    at most 50). With fewer than ``MIN_GROUPS`` groups or two cells: ``(1, 0)``."""
     ids: dict[Any, int] = {}
     g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
     n_rows, n_groups = len(g), len(ids)
     names = sorted({c for row in cells for c in row})
     if n_groups < MIN_GROUPS or len(names) < 2 or n_rows != len(cells):
-        return 1.0
+        return 1.0, 0.0
     col = {c: j for j, c in enumerate(names)}
     y = np.zeros((n_groups, len(names)))  # each group's count in each cell
     for gi, row in zip(g, cells, strict=True):
@@ -230,12 +240,26 @@ def design_effect(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> floa
             y[gi, col[c]] += 1
     size = np.bincount(g, minlength=n_groups).astype(np.float64)
     p = y.sum(axis=0) / n_rows
-    # the ratio estimator's variance of each share under cluster sampling
-    var = n_groups / (n_groups - 1) * ((y - np.outer(size, p)) ** 2).sum(axis=0) / n_rows**2
     keep = p > 0
-    # mean over the cells of deff = var / (p (1 - p) / n), weighted by (1 - p)
-    mean = n_rows * float((var[keep] / p[keep]).sum()) / (int(keep.sum()) - 1)
-    return float(min(max(mean, 1.0), 50.0))
+    dof = int(keep.sum()) - 1
+    # the ratio estimator's deviations of each share under cluster sampling, scaled so
+    # that A^T A = n diag(p)^-1/2 V diag(p)^-1/2, whose eigenvalues are the lambda_j
+    dev = (y - np.outer(size, p))[:, keep] / np.sqrt(p[keep])
+    A = dev * np.sqrt(n_groups / (n_groups - 1) / n_rows)
+    total = float((A * A).sum())  # sum of lambda_j (the trace)
+    mean = total / dof  # Rao and Scott's mean over the cells, weighted by (1 - p)
+    spread = 0.0
+    if total > 0 and min(A.shape) <= _SPREAD_MAX:
+        gram = A @ A.T if A.shape[0] <= A.shape[1] else A.T @ A
+        squares = float((gram * gram).sum())  # sum of lambda_j^2 (Frobenius norm)
+        spread = dof * squares / (total * total) - 1.0
+    return float(min(max(mean, 1.0), 50.0)), float(min(max(spread, 0.0), 50.0))
+
+
+def design_effect(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> float:
+    """The mean design effect of :func:`design_effects` (1: rows vary as if each was
+    drawn on its own; at most 50)."""
+    return design_effects(cells, groups)[0]
 
 
 def reference_profile(
@@ -267,9 +291,15 @@ def reference_profile(
     if groups is not None and len(groups) == len(answers):
         conf = [answer_confidence(a) for a in answers]
         bins = [[] if c is None else [str(_bin(c))] for c in conf]
+        labels = design_effects([answer_labels(a) for a in answers], groups)
+        confidence = design_effects(bins, groups)
         out["design_effect"] = {
-            "labels": round(design_effect([answer_labels(a) for a in answers], groups), 4),
-            "confidence": round(design_effect(bins, groups), 4),
+            "labels": round(labels[0], 4),
+            "confidence": round(confidence[0], 4),
+        }
+        out["design_spread"] = {
+            "labels": round(labels[1], 4),
+            "confidence": round(confidence[1], 4),
         }
     return out
 
@@ -300,10 +330,11 @@ def _distances(
     win_n: float,
     s: DriftSettings,
     deff: float = 1.0,
+    spread: float = 0.0,
 ) -> tuple[float, float, float]:
     """``(PSI, JS distance, PSI threshold)`` of window counts ``win`` (``win_n`` rows)
     against reference shares ``ref`` (``ref_n`` rows), rows drawn in groups with design
-    effect ``deff``."""
+    effects of mean ``deff`` and squared coefficient of variation ``spread``."""
     from scipy.spatial.distance import jensenshannon
     from scipy.special import rel_entr
     from scipy.stats import chi2
@@ -318,8 +349,17 @@ def _distances(
     psi = float(np.sum(rel_entr(w, r) + rel_entr(r, w)))  # KL both ways
     js = float(jensenshannon(w, r, base=2)) if len(keys) > 1 else 0.0
     n_eff = 1.0 / (1.0 / max(ref_n, 1.0) + 1.0 / max(win_n, 1.0))
-    noise = float(chi2.ppf(1.0 - s.alpha, max(len(keys) - 1, 1))) * deff / n_eff
+    # Rao and Scott's second-order correction: the chance PSI, sum_j lambda_j chi2(1),
+    # read as deff (1 + a^2) chi2(dof / (1 + a^2)) (Satterthwaite)
+    dof = max(len(keys) - 1, 1) / (1.0 + spread)
+    noise = float(chi2.ppf(1.0 - s.alpha, dof)) * deff * (1.0 + spread) / n_eff
     return psi, js, max(s.psi_alarm, noise)
+
+
+def kept_spread(value: Any) -> float:
+    """A kept design spread, or 0 (a number in [0, 50] or nothing)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 50
+    return float(value) if ok else 0.0
 
 
 def _r(value: float | None, digits: int = 6) -> float | None:
@@ -341,6 +381,7 @@ def _row(
         "window": t.rows,
         "reference_n": None,
         "design_effect": None,
+        "design_spread": None,
         "psi": None,
         "js": None,
         "psi_threshold": None,
@@ -375,17 +416,23 @@ def _row(
     ref_rows = float(ref.get("n", 0))
     found = ref.get("design_effect")
     deff: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    found = ref.get("design_spread")
+    spreads: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     labels_deff = kept_design_effect(deff.get("labels"))
-    row["design_effect"] = labels_deff
-    psi, js, limit = _distances(ref.get("labels") or {}, ref_rows, t.labels, t.rows, s, labels_deff)
+    labels_spread = kept_spread(spreads.get("labels"))
+    row |= {"design_effect": labels_deff, "design_spread": labels_spread}
+    psi, js, limit = _distances(
+        ref.get("labels") or {}, ref_rows, t.labels, t.rows, s, labels_deff, labels_spread
+    )
     row |= {"psi": _r(psi), "js": _r(js), "psi_threshold": _r(limit)}
     moved = [f"labels PSI {psi:.3f} > {limit:.3f}"] if psi > limit else []
     ref_bins = {str(i): float(v) for i, v in enumerate(conf.get("shares") or ())}
     if t.confidence_n and ref_bins and conf.get("n"):
         win_bins = {str(i): float(v) for i, v in enumerate(t.bins)}
         conf_deff = kept_design_effect(deff.get("confidence"))
+        conf_spread = kept_spread(spreads.get("confidence"))
         cpsi, cjs, climit = _distances(
-            ref_bins, float(conf["n"]), win_bins, t.confidence_n, s, conf_deff
+            ref_bins, float(conf["n"]), win_bins, t.confidence_n, s, conf_deff, conf_spread
         )
         row |= {"confidence_psi": _r(cpsi), "confidence_js": _r(cjs)}
         row["confidence_threshold"] = _r(climit)
