@@ -230,6 +230,31 @@ def test_history_is_bounded(folder: Path, debian_rows: list) -> None:
     assert len(list((folder / "history").glob("*.safetensors"))) == 2
 
 
+def test_kept_rows_grow_by_a_gzip_member_each_update(folder: Path, debian_rows: list) -> None:
+    """After an update, a head's kept rows are those of its last generation plus its
+    corrections: the new file copies the old one's bytes and adds one gzip member, and
+    reads back (and loads) as every row."""
+    import gzip
+
+    _, new = _split(debian_rows)
+    bundle = Bundle.load(folder)
+    files = []
+    for start in (0, 60):
+        chunk = new[start : start + 60]
+        bundle.add_feedback([r["text"] for r in chunk], {"section": [r["section"] for r in chunk]})
+        assert bundle.update_heads(["section"]).heads[0].promoted
+        files.append(folder / bundle.head_info["section"]["data"])
+    first, second = files[0].read_bytes(), files[1].read_bytes()
+    assert second.startswith(first) and len(second) > len(first)
+    assert second[len(first) : len(first) + 2] == b"\x1f\x8b"  # the next gzip member
+    texts, labels, _ = Bundle.load(folder).training_data("section")
+    assert texts == bundle.training_data("section")[0] and texts[-60:] == [
+        r["text"] for r in new[60:120]
+    ]
+    lines = gzip.decompress(second).decode().splitlines()
+    assert len(lines) == len(texts) and json.loads(lines[-1])["label"] == labels[-1]
+
+
 def test_a_promoted_head_learns_its_held_back_corrections_too(
     folder: Path, debian_rows: list
 ) -> None:

@@ -224,8 +224,8 @@ def test_texts_are_judged_once_on_their_way_through(monkeypatch):
     import manyheads.trunks.base as base
 
     seen: list[str] = []
-    judge = base.unicode_problem
-    monkeypatch.setattr(base, "unicode_problem", lambda t: seen.append(t) or judge(t))
+    judge = base._judge_texts
+    monkeypatch.setattr(base, "_judge_texts", lambda texts: seen.extend(texts) or judge(texts))
     bundle = manyheads.Bundle(trunk="hashing+ngram", cache=None)
     texts = ["a library for XML", "a tool for fonts", "a game"] * 4
     bundle.fit_head("kind", texts, ["lib", "tool", "game"] * 4, val_fraction=0.25)
@@ -234,3 +234,5 @@ def test_texts_are_judged_once_on_their_way_through(monkeypatch):
     assert sorted(seen) == ["another", "one text"]  # predict judged them; nothing after
     with pytest.raises(manyheads.DataError, match="text #1 is int"):
         base.check_texts([*base.CheckedTexts(["a"]), 1])  # a plain list again: judged
+    with pytest.raises(manyheads.DataError, match="text #2 holds a lone surrogate"):
+        base.check_texts(["a", "b", "c\ud800"])  # the fast look finds it, the loop names it

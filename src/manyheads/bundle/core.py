@@ -325,8 +325,9 @@ class Bundle(InProduction, Tiered, Fitting):
         with self._lock:
             saved = self._saved
             if data is not None:
-                rel = f"{DATA_DIR}/{data_hash(data[0], data[1])[:24]}.jsonl.gz"
-                info["data"] = rel
+                digest = data_hash(data[0], data[1])
+                rel = f"{DATA_DIR}/{digest[:24]}.jsonl.gz"
+                info |= {"data": rel, "data_hash": digest}
                 saved = saved.replace(data={**saved.data, rel: data})
             records = {**saved.heads.records, name: record}
             infos = {**saved.heads.info, name: info}

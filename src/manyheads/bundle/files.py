@@ -22,6 +22,7 @@ from .builtin import check_writable
 from .format import (
     KeptData,
     document,
+    kept_prefix,
     parse_document,
     read_kept_data,
     read_tensors,
@@ -259,7 +260,21 @@ def _save_data(state: BundleState, folder: Path) -> None:
             if source is not None and source.is_file() and source.resolve() != target.resolve():
                 atomic_write_bytes(target, source.read_bytes())
             continue
-        write_kept_data(target, state.data[rel])
+        write_kept_data(target, state.data[rel], _kept_base(state, folder, rel))
+
+
+def _kept_base(state: BundleState, folder: Path, rel: str) -> tuple[Path, int] | None:
+    """The longest kept set in memory, already in ``folder``, whose rows begin ``rel``'s
+    (a head's rows before its last corrections): its file and rows."""
+    data = state.data[rel]
+    best: tuple[Path, int] | None = None
+    for other, rows in state.data.items():
+        if other == rel or (best is not None and len(rows[0]) <= best[1]):
+            continue
+        path = own_path(folder, other)
+        if kept_prefix(rows, data) and path.is_file():
+            best = (path, len(rows[0]))
+    return best
 
 
 def read_training_data(state: BundleState, name: str) -> KeptData | None:

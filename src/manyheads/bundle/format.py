@@ -32,6 +32,7 @@ __all__ = [
     "Parsed",
     "data_hash",
     "document",
+    "kept_prefix",
     "parse_document",
     "read_kept_data",
     "read_tensors",
@@ -204,18 +205,34 @@ def read_tensors(on_disk: OnDisk, folder: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def write_kept_data(target: Path, data: KeptData) -> None:
-    """One head's kept training rows, gzipped JSON lines ``{text, label[, group]}``."""
+def write_kept_data(target: Path, data: KeptData, base: tuple[Path, int] | None = None) -> None:
+    """One head's kept training rows, gzipped JSON lines ``{text, label[, group]}``.
+    ``base``: a kept file whose rows are the first ``n`` of ``data`` (the rows of the
+    head's last generation, before its new corrections): its bytes are copied and the
+    other rows follow as a second gzip member (a gzip file of several members reads as
+    one stream), instead of writing every row again."""
     texts, labels, groups = data
+    start, head = 0, b""
+    if base is not None:
+        head, start = base[0].read_bytes(), base[1]
     encode = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for every row
     lines = []
-    for i, (t, lab) in enumerate(zip(texts, labels, strict=True)):
-        row: dict[str, Any] = {"text": t, "label": lab}
+    for i in range(start, len(texts)):
+        row: dict[str, Any] = {"text": texts[i], "label": labels[i]}
         if groups is not None:
             row["group"] = groups[i]
         lines.append(encode(row))
-    # written again on every update: level 1 writes 4 times faster than 6, 20% larger
-    atomic_write_bytes(target, gzip.compress(("\n".join(lines) + "\n").encode(), 1))
+    # written on every update: level 1 writes 4 times faster than 6, 20% larger
+    atomic_write_bytes(target, head + gzip.compress(("\n".join(lines) + "\n").encode(), 1))
+
+
+def kept_prefix(old: KeptData, new: KeptData) -> bool:
+    """True when ``old``'s rows are the first rows of ``new`` (and fewer)."""
+    n = len(old[0])
+    if not 0 < n < len(new[0]) or (old[2] is None) != (new[2] is None):
+        return False
+    same = old[0] == new[0][:n] and old[1] == new[1][:n]
+    return same and (old[2] is None or old[2] == new[2][:n])  # type: ignore[index]
 
 
 def read_kept_data(path: Path, name: str, expected_hash: Any) -> KeptData:

@@ -24,7 +24,7 @@ from .feedback import (
     read_rows,
     rows_per_head,
 )
-from .format import KeptData, data_hash
+from .format import KeptData
 from .history import KEEP, generation_of, history_entry, read_generation
 
 __all__ = [
@@ -73,8 +73,6 @@ def promote_head(
     if data is None:
         rel = candidate.head_info[name].get("data")
         data = None if rel is None else candidate.state.data.get(rel)
-    else:
-        new_info["data_hash"] = data_hash(data[0], data[1])
     bundle.add_head(name, candidate.heads[name], info=new_info, data=data)
     return generation
 

@@ -212,6 +212,9 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
     if isinstance(value, str):
         return unicode_problem(value)
     if isinstance(value, list):
+        if all(type(v) is float for v in value):  # a vector: every number at once
+            bad = (v for v in value if not math.isfinite(v))
+            return next((f"holds {v!r}, not a finite number" for v in bad), None)
         return next((p for v in value if (p := json_problem(v, depth + 1))), None)
     if isinstance(value, dict):
         for key, item in value.items():

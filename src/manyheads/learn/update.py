@@ -69,7 +69,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..evaluate.holdout import outcome
 from ..heads.head_types import HEAD_TYPE_REGISTRY
-from ..trunks.base import stack_rows
+from ..trunks.base import check_texts, stack_rows
 
 __all__ = ["HeadUpdate", "UpdateReport", "UpdateSettings", "update_heads"]
 
@@ -225,7 +225,7 @@ def _fit_options(info: Mapping[str, Any], head: Any, settings: UpdateSettings) -
 
 def _rows_of(kept: Any, rows: Sequence[Any], name: str) -> tuple[list, list, list | None]:
     texts, labels, groups = kept if kept is not None else ([], [], None)
-    texts = list(texts) + [r.text for r in rows]
+    texts = check_texts(list(texts) + [r.text for r in rows])  # once for every fit
     labels = list(labels) + [r.labels[name] for r in rows]
     if groups is not None:
         groups = list(groups) + [f"feedback-{r.id}" for r in rows]

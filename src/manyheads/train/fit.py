@@ -431,7 +431,6 @@ def fit_head(
         "metrics": metrics,
         "n_train": len(train_idx),
         "n_val": int(metrics.get("n", 0)),
-        "data_hash": data_hash(kept_texts, kept_labels),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "head_type": chosen_type,
         "reference": reference,
@@ -440,8 +439,10 @@ def fit_head(
     if made is not None and isinstance(model, LinearHead):
         info |= made_info(*made, len(kept_texts))
     data = None
-    if s.keep_data:
+    if s.keep_data:  # add_head names the kept rows by their hash
         data = (kept_texts, kept_labels, None if kept_groups is None else list(kept_groups))
+    else:
+        info["data_hash"] = data_hash(kept_texts, kept_labels)
     bundle.add_head(name, model, info=info, data=data)
     return HeadSummary(
         name=name,
@@ -572,9 +573,10 @@ def refit_head(
             profile = input_profile(X_trunk, bundle.trunk.meaning_columns, groups, seed)
         reference = {k: v for k, v in reference.items() if k != "inputs"}
         info["reference"] = reference if profile is None else {**reference, "inputs": profile}
+    # a candidate is judged, then fitted again or let go: its rows are not hashed
+    info["data_hash"] = None if candidate else data_hash(texts, labels)
     info |= {
         "n_train": len(texts),
-        "data_hash": data_hash(texts, labels),
         "refit": {
             "how": "warm",
             "rows": len(texts),

@@ -506,13 +506,24 @@ def check_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str | bytes):
         raise DataError("texts must be a list of strings, not a single string")
     out = CheckedTexts(texts)
-    for i, t in enumerate(out):
+    _judge_texts(out)
+    return out
+
+
+def _judge_texts(texts: list[str]) -> None:
+    """A :class:`DataError` naming the first of ``texts`` that is not a ``str`` UTF-8
+    holds (one look at them all when every one is)."""
+    try:
+        "".join(texts).encode("utf-8")
+        return
+    except (TypeError, UnicodeEncodeError):
+        pass  # find the first text that is not, for its message
+    for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise DataError(f"text #{i} is {type(t).__name__}, expected str")
         problem = unicode_problem(t)
         if problem is not None:
             raise DataError(f"text #{i} {problem}")
-    return out
 
 
 def load_tokenizer_file(path: Path) -> Any:
