@@ -71,14 +71,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .inputs import (
-    MIN_GROUPS,
-    Inputs,
-    InputTally,
-    input_t2,
-    inputs_of,
-    kept_design_effect,
-)
+from .design import design_effect, design_effects, kept_design_effect, kept_spread
+from .inputs import Inputs, InputTally, input_t2, inputs_of
 
 __all__ = [
     "BINS",
@@ -87,13 +81,14 @@ __all__ = [
     "DriftWindow",
     "answer_confidence",
     "answer_labels",
+    "design_effect",
+    "design_effects",
     "drift_table",
     "head_reference",
     "reference_profile",
 ]
 
 BINS = 10  # confidence histogram: ten equal bins over [0, 1]
-_SPREAD_MAX = 2000  # the second-order correction is measured up to this many groups or cells
 NO_LABEL = "(no label)"
 _VERSION = 1
 NO_REFERENCE = (
@@ -213,55 +208,6 @@ def _tally(answers: Iterable[Mapping[str, Any] | None]) -> _Tally:
 # -- the reference ------------------------------------------------------------------
 
 
-def design_effects(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> tuple[float, float]:
-    """``(mean, spread)`` of the design effects (Rao and Scott's corrections of the
-    chi-squared test) of the shares of the cells each row counts in (``cells[i]``: row
-    i's labels, or its confidence bin) when rows come in ``groups``: how much more the
-    shares vary from sample to sample than if every row were drawn on its own.
-
-    Rows of one group (a package's descriptions, a user's messages) tend to get the same
-    answers, so a window of traffic holds fewer independent answers than rows. The
-    chance PSI of grouped rows is a sum ``sum_j lambda_j chi2(1)`` over the eigenvalues
-    ``lambda_j`` of the design-effect matrix ``n diag(p)^-1 V`` (``V``: the
-    cluster-robust covariance of the shares). ``mean``: their mean (the first-order
-    correction; at least 1, at most 50); ``spread``: their squared coefficient of
-    variation ``a^2`` (the second-order correction, 0 when every cell varies alike;
-    at most 50). With fewer than ``MIN_GROUPS`` groups or two cells: ``(1, 0)``."""
-    ids: dict[Any, int] = {}
-    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
-    n_rows, n_groups = len(g), len(ids)
-    names = sorted({c for row in cells for c in row})
-    if n_groups < MIN_GROUPS or len(names) < 2 or n_rows != len(cells):
-        return 1.0, 0.0
-    col = {c: j for j, c in enumerate(names)}
-    y = np.zeros((n_groups, len(names)))  # each group's count in each cell
-    for gi, row in zip(g, cells, strict=True):
-        for c in row:
-            y[gi, col[c]] += 1
-    size = np.bincount(g, minlength=n_groups).astype(np.float64)
-    p = y.sum(axis=0) / n_rows
-    keep = p > 0
-    dof = int(keep.sum()) - 1
-    # the ratio estimator's deviations of each share under cluster sampling, scaled so
-    # that A^T A = n diag(p)^-1/2 V diag(p)^-1/2, whose eigenvalues are the lambda_j
-    dev = (y - np.outer(size, p))[:, keep] / np.sqrt(p[keep])
-    A = dev * np.sqrt(n_groups / (n_groups - 1) / n_rows)
-    total = float((A * A).sum())  # sum of lambda_j (the trace)
-    mean = total / dof  # Rao and Scott's mean over the cells, weighted by (1 - p)
-    spread = 0.0
-    if total > 0 and min(A.shape) <= _SPREAD_MAX:
-        gram = A @ A.T if A.shape[0] <= A.shape[1] else A.T @ A
-        squares = float((gram * gram).sum())  # sum of lambda_j^2 (Frobenius norm)
-        spread = dof * squares / (total * total) - 1.0
-    return float(min(max(mean, 1.0), 50.0)), float(min(max(spread, 0.0), 50.0))
-
-
-def design_effect(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> float:
-    """The mean design effect of :func:`design_effects` (1: rows vary as if each was
-    drawn on its own; at most 50)."""
-    return design_effects(cells, groups)[0]
-
-
 def reference_profile(
     answers: Sequence[Mapping[str, Any] | None], groups: Sequence[Any] | None = None
 ) -> dict[str, Any]:
@@ -354,12 +300,6 @@ def _distances(
     dof = max(len(keys) - 1, 1) / (1.0 + spread)
     noise = float(chi2.ppf(1.0 - s.alpha, dof)) * deff * (1.0 + spread) / n_eff
     return psi, js, max(s.psi_alarm, noise)
-
-
-def kept_spread(value: Any) -> float:
-    """A kept design spread, or 0 (a number in [0, 50] or nothing)."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 50
-    return float(value) if ok else 0.0
 
 
 def _r(value: float | None, digits: int = 6) -> float | None:

@@ -20,49 +20,22 @@ from typing import Any
 import numpy as np
 
 from ..trunks.base import dense_rows
+from .design import kept_design_effect, mean_design_effect
 
 __all__ = [
     "INPUT_COMPONENTS",
     "INPUT_ROWS",
-    "MIN_GROUPS",
     "InputTally",
     "Inputs",
     "input_profile",
     "input_t2",
     "inputs_of",
-    "kept_design_effect",
 ]
 
 INPUT_COMPONENTS = 16  # principal axes of the inputs' reference
 INPUT_ROWS = 10_000  # rows of the inputs' reference, at most (a seeded sample)
-MIN_GROUPS = 10  # groups a reference needs before its design effect is measured
 _MIN_INPUT_ROWS = 50  # fewer rows keep no inputs' reference
 _VERSION = 1
-
-
-def kept_design_effect(value: Any) -> float:
-    """A kept design effect, or 1 (a number in [1, 50] or nothing)."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 50
-    return float(value) if ok else 1.0
-
-
-def _group_design_effect(Z: np.ndarray, groups: Sequence[Any]) -> float:
-    """The mean design effect of the means of ``Z``'s columns when its rows come in
-    ``groups`` (the cluster-robust variance of each mean over its variance with every
-    row drawn on its own); 1 with fewer than ``MIN_GROUPS`` groups; at most 50."""
-    ids: dict[Any, int] = {}
-    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
-    n, n_groups = Z.shape[0], len(ids)
-    if n_groups < MIN_GROUPS or n < 2:
-        return 1.0
-    centred = Z - Z.mean(axis=0)
-    sums = np.stack([np.bincount(g, weights=col, minlength=n_groups) for col in centred.T], axis=1)
-    clustered = n_groups / (n_groups - 1) * (sums**2).sum(axis=0) / n**2
-    iid = centred.var(axis=0, ddof=1) / n
-    keep = iid > 0
-    if not keep.any():
-        return 1.0
-    return float(min(max(float(np.mean(clustered[keep] / iid[keep])), 1.0), 50.0))
 
 
 def _block(X: Any, columns: tuple[int, int], rows: np.ndarray | None = None) -> np.ndarray:
@@ -127,7 +100,7 @@ def input_profile(
         return None
     deff = 1.0
     if at is not None:
-        deff = _group_design_effect(Z, [g for g, h in zip(at, side, strict=True) if h == 1])
+        deff = mean_design_effect(Z, [g for g, h in zip(at, side, strict=True) if h == 1])
     return {
         "version": _VERSION,
         "columns": [int(columns[0]), int(columns[1])],
