@@ -490,3 +490,32 @@ def test_a_head_that_fails_in_train_stops_its_progress_lines(
     time.sleep(0.3)  # a bar left running would say more by now
     assert capsys.readouterr().err == ""
     assert threading.active_count() <= before
+
+
+def test_train_truncate_shapes_a_new_bundle_s_trunk_only(capsys, data_file, tmp_path, tiny_st_dir):
+    """``--truncate TOKENS``: a new bundle's transformer parts read a text's first TOKENS
+    tokens; a bundle that has its trunk, a byte trunk and a trunk without a transformer
+    refuse it in one line."""
+    bundle = tmp_path / "cut"
+    code, _, err = run(
+        capsys, "train", data_file, "-b", bundle, "-t", "section", "--trunk",
+        f"{tiny_st_dir}+hashing", "--truncate", "12",
+    )  # fmt: skip
+    assert code == 0, err
+    spec = json.loads((bundle / "bundle.json").read_text())["trunk"]["spec"]
+    assert spec["parts"][0]["overflow"] == "truncate" and spec["parts"][0]["max_length"] == 12
+    code, _, err = run(
+        capsys, "train", data_file, "-b", bundle, "-t", "library", "--truncate", "12"
+    )
+    assert code != 0 and "--truncate shapes the trunk of a new bundle" in err
+    assert len(err.strip().splitlines()) == 1
+    for trunk, message in (
+        ("hashing", "--truncate: trunk 'hashing' has no part that reads text in token windows"),
+        ("byte", "--truncate is for transformer trunks, not --trunk byte"),
+    ):
+        code, _, err = run(
+            capsys, "train", data_file, "-b", tmp_path / f"new-{trunk}", "-t", "section",
+            "--trunk", trunk, "--truncate", "12",
+        )  # fmt: skip
+        assert code != 0 and message in err, err
+        assert not (tmp_path / f"new-{trunk}").exists()

@@ -608,3 +608,19 @@ def test_updating_an_exported_bundle_rewrites_its_graph(trained, tmp_path, debia
     again.rollback_head("section")
     rolled = Bundle.load(folder, cache=None).predict_proba(probe, heads=["section"])
     np.testing.assert_allclose(rolled["section"], before["section"], atol=1e-6)
+
+
+def test_a_truncating_trunk_exports_truncating(tmp_path, tiny_st_dir, debian_rows):
+    """An exported graph reads long texts as its source did: the first window only."""
+    from manyheads.trunks import truncating
+
+    bundle = Bundle(trunk=truncating(str(tiny_st_dir), 10), cache=None)
+    rows = _rows(debian_rows, 120)
+    bundle.fit_head("section", [r["text"] for r in rows], [r["section"] for r in rows], seed=0)
+    exported = Bundle.load(export_bundle(bundle, tmp_path / "exported"), cache=None)
+    spec = exported.trunk.spec()
+    assert spec["type"] == "onnx" and spec["overflow"] == "truncate" and spec["max_length"] == 10
+    texts = [LONG, LONG + " and a tail no window of ten tokens reaches", "short"]
+    _check_parity(bundle, exported, texts)
+    got = exported.predict_proba(texts)["section"]
+    np.testing.assert_allclose(got[0], got[1], atol=1e-6)  # the tail is not read

@@ -236,3 +236,49 @@ def test_texts_are_judged_once_on_their_way_through(monkeypatch):
         base.check_texts([*base.CheckedTexts(["a"]), 1])  # a plain list again: judged
     with pytest.raises(manyheads.DataError, match="text #2 holds a lone surrogate"):
         base.check_texts(["a", "b", "c\ud800"])  # the fast look finds it, the loop names it
+
+
+# -- reading long texts: windows (default) or the first window only ------------------
+
+
+def test_a_truncating_trunk_reads_a_long_text_s_first_window_only(tiny_st_dir: Path):
+    """``truncating``: a text longer than the window is its first window (what follows
+    changes nothing, and costs nothing); the default reads every window; the default's
+    spec and fingerprint do not name the setting (bundles made before keep theirs)."""
+    from manyheads.trunks import truncating
+
+    whole = TransformerTrunk(tiny_st_dir)
+    cut = truncating(str(tiny_st_dir), 12)
+    assert "overflow" not in whole.spec() and whole.max_length == 16
+    assert cut.spec()["overflow"] == "truncate" and cut.spec()["max_length"] == 12
+    assert cut.fingerprint != whole.fingerprint
+    assert load_trunk(cut.spec()).fingerprint == cut.fingerprint  # the spec builds it again
+    long = "parser library bindings " * 20
+    more = long + "with a tail that only the windows read " * 5
+    a, b = cut.encode([long, more, "short"])[:2], whole.encode([long, more])
+    np.testing.assert_allclose(a[0], a[1], atol=1e-6)  # the same first window
+    assert not np.allclose(b[0], b[1], atol=1e-5)  # the default reads the tail too
+    assert cut.work([long, "short"])[0] <= 12 < whole.work([long])[0]
+    short = ["a short text", "another one"]  # within 12 tokens: read alike
+    np.testing.assert_allclose(
+        cut.encode(short), TransformerTrunk(tiny_st_dir, max_length=12).encode(short), atol=1e-6
+    )
+
+
+def test_truncating_a_composite_cuts_its_transformer_parts_only(tiny_st_dir: Path):
+    from manyheads.trunks import truncating
+
+    composite = truncating(f"{tiny_st_dir}+hashing", 10)
+    parts = composite.spec()["parts"]
+    assert parts[0]["overflow"] == "truncate" and parts[0]["max_length"] == 10
+    assert parts[1] == load_trunk("hashing").spec()
+    for trunk, tokens, message in (
+        ("hashing", 64, "truncate: trunk 'hashing' has no part that reads text in token"),
+        (str(tiny_st_dir), 4, "truncate must be a number of tokens, at least 8, got 4"),
+        (str(tiny_st_dir), True, "truncate must be a number of tokens"),
+        (str(tiny_st_dir), 10_000, "truncate 10000: max_length must be an integer in"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            truncating(trunk, tokens)
+    with pytest.raises(ConfigError, match="overflow must be one of windows, truncate"):
+        TransformerTrunk(tiny_st_dir, overflow="cut")

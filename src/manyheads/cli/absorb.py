@@ -17,6 +17,7 @@ from .options import (
     DEVICE,
     JSON,
     SEED,
+    TRUNCATE,
     TRUNK,
     TUNING,
     C,
@@ -41,6 +42,7 @@ from .options import (
         '"label"}); repeat for more.',
     ),
     TRUNK,
+    TRUNCATE,
     option(
         "finetune",
         bool,

@@ -134,6 +134,15 @@ TRUNK = option(
     "tasks).",
     None,
 )
+TRUNCATE = option(
+    "truncate",
+    int | None,
+    "--truncate",
+    "A new bundle's transformer parts read only a text's first TRUNCATE tokens (as a "
+    "classifier fine-tuned on a short window reads them): faster on long texts, blind to "
+    "the rest of them. Default: long texts are read whole, in windows averaged.",
+    None,
+)
 TEXT_FIELD = option("text_field", str, "--text-field", "Field holding the text.", "text")
 LABEL_SEP = option(
     "label_sep", str, "--label-sep", "Separator of multilabel fields given as strings.", ","

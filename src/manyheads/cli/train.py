@@ -18,6 +18,7 @@ from .options import (
     SEED,
     TASKS,
     TEXT_FIELD,
+    TRUNCATE,
     TRUNK,
     C,
     command,
@@ -123,7 +124,8 @@ FITTING = (
 
 
 @command(
-    DATA, BUNDLE, TASKS, TEXT_FIELD, GROUP_FIELD, TRUNK, *BYTE_TRUNK, LABEL_SEP, *FITTING,
+    DATA, BUNDLE, TASKS, TEXT_FIELD, GROUP_FIELD, TRUNK, TRUNCATE, *BYTE_TRUNK, LABEL_SEP,
+    *FITTING,
     MAX_LABELS, *CACHE, DEVICE,
 )  # fmt: skip
 def train(**options: Any) -> None:

@@ -389,6 +389,7 @@ def _export_into(
         fingerprint=source.fingerprint,
         dim=source.dim,
         max_length=source.max_length,
+        overflow=source.overflow,
         source=source.spec(),
         file=file,
         sha256=sha,

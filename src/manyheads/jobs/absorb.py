@@ -15,7 +15,13 @@ from ..bundle.store import folder_lock
 from ..data import LabelSpec, load_dataset
 from ..errors import ConfigError
 from .file_settings import FileSettings
-from .options import DEFAULT_TRUNK, other_trunk, parse_C, refuse_foreign_folder
+from .options import (
+    new_trunk,
+    other_trunk,
+    parse_C,
+    refuse_foreign_folder,
+    refuse_truncate,
+)
 
 __all__ = ["absorb_file"]
 
@@ -29,11 +35,13 @@ def absorb_file(
     teachers: Sequence[str],
     *,
     trunk: str | None = None,
+    truncate: int | None = None,
     eval_file: str | Path | None = None,
     **options: Any,
 ) -> AbsorbReport:
     """Absorb every ``NAME=SOURCE`` teacher into the bundle folder (created if missing,
-    with ``trunk``) from the unlabelled texts of ``data``; ``eval_file`` holds gold
+    with ``trunk``, its transformer parts reading a text's first ``truncate`` tokens
+    only when given) from the unlabelled texts of ``data``; ``eval_file`` holds gold
     labels in columns named like the teachers. ``options``: how the files are read and
     the texts cached (the fields of :class:`~manyheads.jobs.file_settings.FileSettings`:
     ``text_field``, ``group_field``, ``label_sep``, ``cache_dir``, ``no_cache``), the
@@ -52,8 +60,11 @@ def absorb_file(
     folder = bundle_folder(bundle_path)
     check_writable(folder)
     exists = has_bundle(folder)
-    if not exists:
+    if exists:
+        refuse_truncate(truncate, folder)
+    else:
         refuse_foreign_folder(folder)
+    trunk_of_new = None if exists else new_trunk(trunk, truncate)  # before the teachers
     dataset = load_dataset(data, text_field=files.text_field, group_field=files.group_field)
     loaded = [load_teacher(name, source) for name, source in pairs]
     gold: dict[str, list[Any]] | None = None
@@ -88,7 +99,8 @@ def absorb_file(
                     options=("trunk",),
                 )
         else:
-            bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, device=files.device)
+            assert trunk_of_new is not None  # a new bundle
+            bundle = Bundle(trunk=trunk_of_new, cache=cache, device=files.device)
         return absorb_teachers(
             bundle,
             folder,

@@ -19,7 +19,7 @@ from ..errors import BundleError, ConfigError, DataError
 from ..heads import KINDS, check_head_name
 from ..heads.kinds import kind_problem
 from ..heads.settings import HEAD_RULES
-from ..trunks import TrunkBase, load_trunk
+from ..trunks import TrunkBase, load_trunk, truncating
 
 if TYPE_CHECKING:
     from ..train import ByteTrainSummary, HeadSummary
@@ -213,6 +213,24 @@ def refuse_foreign_folder(folder: Path) -> None:
         )
     ):
         raise BundleError(f"{folder} exists and is not a bundle (no {BUNDLE_JSON})")
+
+
+def new_trunk(trunk: str | None, truncate: int | None) -> str | TrunkBase:
+    """The trunk of a new bundle: ``trunk`` (default :data:`DEFAULT_TRUNK`), its
+    transformer parts reading a text's first ``truncate`` tokens only when given
+    (:func:`~manyheads.trunks.truncating`)."""
+    name = trunk or DEFAULT_TRUNK
+    return name if truncate is None else truncating(name, truncate)
+
+
+def refuse_truncate(truncate: int | None, folder: Path) -> None:
+    """``truncate`` shapes a new bundle's trunk: refused for a bundle that has one."""
+    if truncate is not None:
+        raise ConfigError(
+            f"{{truncate}} shapes the trunk of a new bundle; bundle {folder} has its "
+            "trunk already (train into a new bundle to read texts another way)",
+            options=("truncate",),
+        )
 
 
 def other_trunk(bundle: Bundle, trunk: str) -> TrunkBase | None:

@@ -20,15 +20,16 @@ from ..train.settings import FitSettings
 from .byte import train_byte_heads, train_new_byte
 from .file_settings import FILE_RULES, POSITIVE, FileSettings
 from .options import (
-    DEFAULT_TRUNK,
     TaskSpec,
     TrainReport,
+    new_trunk,
     open_bundle,
     other_trunk,
     parse_byte_config,
     parse_C,
     parse_trees,
     refuse_foreign_folder,
+    refuse_truncate,
     task_specs,
 )
 
@@ -58,6 +59,7 @@ class TrainSettings(FileSettings):
     its own settings, and ``fit``: how each head is fitted."""
 
     trunk: str | None = None
+    truncate: int | None = None
     tier: int | None = None
     trunk_epochs: int | None = None
     byte_config: str | dict[str, Any] | None = None
@@ -69,6 +71,7 @@ class TrainSettings(FileSettings):
     _constraints: ClassVar[Mapping[str, Rule]] = {
         **FILE_RULES,
         "trunk_epochs": POSITIVE,
+        "truncate": POSITIVE,
         "tier": Rule(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
                      "an integer"),
     }  # fmt: skip
@@ -155,6 +158,12 @@ def _train(
         )
     if not exists and trunk != "byte" and tier is not None:
         raise ConfigError("{tier} is for byte trunks ({trunk} byte)", options=("tier", "trunk"))
+    if exists:
+        refuse_truncate(job.truncate, folder)
+    elif new_byte and job.truncate is not None:
+        raise ConfigError("{truncate} is for transformer trunks, not {trunk} byte",
+                          options=("truncate", "trunk"))  # fmt: skip
+    trunk_of_new = None if exists or new_byte else new_trunk(trunk, job.truncate)
     limits = HeadLimits() if job.max_labels is None else HeadLimits(max_labels=job.max_labels)
     dataset = job.read_tasks(data, specs)
     for spec in specs:  # before any trunk work: 10^5 classes are refused at once
@@ -203,7 +212,8 @@ def _train(
                 epochs=job.trunk_epochs,
                 on_trunk=job.on_trunk,
             )
-        bundle = Bundle(trunk=trunk or DEFAULT_TRUNK, cache=cache, limits=limits, device=job.device)
+        assert trunk_of_new is not None  # a new bundle
+        bundle = Bundle(trunk=trunk_of_new, cache=cache, limits=limits, device=job.device)
     if bundle.tier is not None:  # a byte bundle: its heads are fitted at every tier
         return train_byte_heads(dataset, specs, folder, bundle, None, fit)
     if bundle.trunk_needs_fit:  # a new bundle's fitted trunk parts learn from this file

@@ -13,10 +13,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ManyheadsError
+from ..errors import ConfigError, ManyheadsError
 from .base import Features, Trunk, TrunkAdapter, TrunkBase, l2_normalise
 from .composite import CompositeTrunk, encode_features
-from .registry import TRUNK_TYPES, check_spec, register_trunk_type, spec_name, trunk_from_spec
+from .registry import (
+    TRUNK_TYPES,
+    check_spec,
+    register_trunk_type,
+    replace_part_spec,
+    spec_name,
+    spec_parts,
+    trunk_from_spec,
+    trunk_type,
+)
 from .transformer import MiniLMTrunk, TransformerTrunk, minilm_path
 
 if TYPE_CHECKING:
@@ -41,6 +50,7 @@ __all__ = [
     "minilm_path",
     "register_trunk_type",
     "spec_name",
+    "truncating",
     "trunk_from_spec",
 ]
 
@@ -85,6 +95,45 @@ def load_trunk(
     if state:
         built.load_state(state)
     return built
+
+
+def truncating(trunk: str | Path | dict[str, Any] | TrunkBase, tokens: int) -> TrunkBase:
+    """``trunk`` (anything :func:`load_trunk` takes) with every part that reads text in
+    token windows (a transformer: ``minilm``, a model folder) reading a text's first
+    ``tokens`` tokens only (its window ``max_length=tokens``, ``overflow="truncate"``):
+    long texts cost one short window each, and the rest of them is not read. Its other
+    parts are as they were. A trunk without such a part is refused in one line."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 8:
+        raise ConfigError(
+            f"{{truncate}} must be a number of tokens, at least 8, got {tokens!r}",
+            options=("truncate",),
+        )
+    built = load_trunk(trunk)
+    found = 0
+
+    def cut(spec: dict[str, Any]) -> dict[str, Any]:
+        nonlocal found
+        parts = spec_parts(spec)  # a plain spec is its own one part
+        if parts != [spec]:
+            for i, part in enumerate(parts):
+                spec = replace_part_spec(spec, i, cut(part))
+            return spec
+        if {"overflow", "max_length"} <= trunk_type(spec["type"]).spec_settings():
+            found += 1
+            return {**spec, "max_length": tokens, "overflow": "truncate"}
+        return spec
+
+    spec = cut(built.spec())
+    if not found:
+        raise ConfigError(
+            f"{{truncate}}: trunk {built.name!r} has no part that reads text in token "
+            "windows (a transformer such as minilm)",
+            options=("truncate",),
+        )
+    try:
+        return trunk_from_spec(spec, None)
+    except ConfigError as exc:  # more tokens than the model has positions
+        raise ConfigError(f"{{truncate}} {tokens}: {exc}", options=("truncate",)) from None
 
 
 def _from_name(name: str) -> TrunkBase:

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from .._settings import Rule, Settings
 from ..errors import ConfigError
+from .windows import OVERFLOW
 
 __all__ = ["RUN_SETTINGS", "GraphSpec", "check_recheck"]
 
@@ -62,7 +63,8 @@ class GraphSpec(Settings):
     spec but how calls run: ``threads``, ``batch_tokens``, ``max_batch``).
 
     ``fingerprint`` and ``dim``: the trunk the graph was exported from and the width of
-    its vectors; ``max_length``: the tokens of a window; ``name``: the source trunk's
+    its vectors; ``max_length``: the tokens of a window; ``overflow``: what a longer
+    text is (``windows``: read whole, ``truncate``: its first window); ``name``: the source trunk's
     name; ``file``, ``tokenizer``: the graph and the tokenizer, relative to the bundle
     folder; ``sha256``: the graph file's; ``quantization``: None or ``"int8"``;
     ``source``: the spec of the trunk it was exported from; ``recheck``: an int8
@@ -80,9 +82,11 @@ class GraphSpec(Settings):
     quantization: str | None = None
     source: dict[str, Any] | None = None
     recheck: dict[str, Any] | None = None
+    overflow: str = "windows"
 
     _constraints: ClassVar[Mapping[str, Rule]] = {
         "max_length": Rule(_max_length, "an integer >= 4"),
+        "overflow": Rule(lambda v: v in OVERFLOW, "one of " + ", ".join(OVERFLOW)),
         "quantization": Rule(lambda v: v is None or v == "int8", "None or 'int8'"),
     }
 

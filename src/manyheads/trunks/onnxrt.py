@@ -214,6 +214,7 @@ class OnnxTrunk(TrunkBase):
     sha256 = _Described("sha256")
     tokenizer_file = _Described("tokenizer")
     max_length = _Described("max_length")
+    overflow = _Described("overflow")
     quantization = _Described("quantization")
     recheck = _Described("recheck")
 
@@ -297,8 +298,15 @@ class OnnxTrunk(TrunkBase):
             return f"{self._fingerprint}-{self.quantization}"
         return self._fingerprint
 
+    @property
+    def truncates(self) -> bool:
+        """True when a text longer than the window is read as its first window only."""
+        return self.overflow == "truncate"
+
     def spec(self) -> dict[str, Any]:
-        extra = {"recheck": self.recheck} if self.recheck else {}
+        extra: dict[str, Any] = {"recheck": self.recheck} if self.recheck else {}
+        if self.truncates:  # the default is left out: specs of earlier exports stay
+            extra["overflow"] = self.overflow
         return {
             "type": "onnx",
             "name": self.name,
@@ -484,7 +492,9 @@ class OnnxTrunk(TrunkBase):
                 n.removeprefix(HEAD_PREFIX): np.zeros((0, widths[n] or self._dim), np.float32)
                 for n in names
             }
-        windows, owners, weights = token_windows(graph.tokenizer, texts, self.max_length)
+        windows, owners, weights = token_windows(
+            graph.tokenizer, texts, self.max_length, self.truncates
+        )
         lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
         # one "row" per text: its windows travel together (averaged in the graph)
         n_windows = np.bincount(owners, minlength=len(texts))
@@ -540,7 +550,9 @@ class OnnxTrunk(TrunkBase):
     def work(self, texts: Sequence[str]) -> list[int]:
         """The tokens of each text's windows."""
         texts = check_texts(texts)
-        windows, owners, _ = token_windows(self.graph().tokenizer, texts, self.max_length)
+        windows, owners, _ = token_windows(
+            self.graph().tokenizer, texts, self.max_length, self.truncates
+        )
         return window_work(windows, owners, len(texts))
 
     def encoding(self, texts: Sequence[str]) -> Encoding:
@@ -571,7 +583,7 @@ class OnnxTrunk(TrunkBase):
                 out[batch] = graph.session.run([EMBEDDING], feed)[0]
             return out
 
-        tokenized = token_windows(graph.tokenizer, texts, self.max_length)
+        tokenized = token_windows(graph.tokenizer, texts, self.max_length, self.truncates)
         return WindowEncoding(tokenized, len(texts), self._dim, run)
 
     def __repr__(self) -> str:

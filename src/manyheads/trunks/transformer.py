@@ -6,8 +6,11 @@ tokenizer). A sentence-transformers folder's pooling mode and maximum sequence
 length are honoured (``modules.json``, ``1_Pooling/config.json``,
 ``sentence_bert_config.json``); a plain Hugging Face folder uses mean pooling.
 
-Texts longer than the window are never cut: they are split into overlapping
-windows whose embeddings are averaged (weighted by their token counts).
+Texts longer than the window are not cut: they are split into overlapping
+windows whose embeddings are averaged (weighted by their token counts). With
+``overflow="truncate"`` such a text is its first window only: faster on long texts,
+at the cost of what the rest of them says (a model fine-tuned on a short window,
+such as a classifier being absorbed, reads texts that way).
 Batches are sorted by length so little padding is computed.
 
 One path encodes on every device (:meth:`TransformerTrunk.encode`): texts go in
@@ -51,6 +54,7 @@ from .device import (
 )
 from .windows import (
     WindowEncoding,
+    check_overflow,
     length_batches,
     padded,
     special_span,
@@ -199,6 +203,7 @@ class TransformerTrunk(TrunkBase):
         name: str | None = None,
         pooling: str | None = None,
         max_length: int | None = None,
+        overflow: str = "windows",
         batch_size: int = 64,
         device: DeviceLike = "cpu",
         precision: str = "auto",
@@ -234,6 +239,7 @@ class TransformerTrunk(TrunkBase):
         if not isinstance(limit, int) or not 8 <= limit <= positions:
             raise ConfigError(f"max_length must be an integer in [8, {positions}], got {limit!r}")
         self.max_length = limit
+        self.overflow = check_overflow(overflow)
         self.batch_size = batch_size
         self._device = resolve_device(device)
         self.precision = check_precision(precision)
@@ -306,7 +312,10 @@ class TransformerTrunk(TrunkBase):
         self._tokenizer.save(str(path))
 
     def _config(self) -> dict[str, Any]:
-        return {"version": _VERSION, "pooling": self.pooling, "max_length": self.max_length}
+        config = {"version": _VERSION, "pooling": self.pooling, "max_length": self.max_length}
+        if self.overflow != "windows":  # the default is left out: fingerprints stay
+            config["overflow"] = self.overflow
+        return config
 
     def _ensure_model(self) -> Any:
         if self._model is None:
@@ -362,7 +371,12 @@ class TransformerTrunk(TrunkBase):
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
         """Token windows, the text each belongs to, and each window's weight."""
-        return token_windows(self._tokenizer, texts, self.max_length)
+        return token_windows(self._tokenizer, texts, self.max_length, self.truncates)
+
+    @property
+    def truncates(self) -> bool:
+        """True when a text longer than the window is read as its first window only."""
+        return self.overflow == "truncate"
 
     @property
     def work_unit(self) -> str:

@@ -1,5 +1,5 @@
-"""Token windows: long texts are split, never cut (shared by the torch and ONNX paths);
-their encoding a few windows at a time."""
+"""Token windows: long texts are split, not cut, unless a trunk is set to truncate
+(shared by the torch and ONNX paths); their encoding a few windows at a time."""
 
 from __future__ import annotations
 
@@ -8,17 +8,27 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import one_of
 from .base import Encoding, l2_normalise
+
+# what a transformer trunk does with a text longer than its window: read it whole, in
+# overlapping windows averaged (the default), or read its first window only
+OVERFLOW = ("windows", "truncate")
+
+
+def check_overflow(overflow: object) -> str:
+    return one_of(overflow, OVERFLOW, "overflow")
 
 
 def token_windows(
-    tokenizer: Any, texts: list[str], limit: int
+    tokenizer: Any, texts: list[str], limit: int, truncate: bool = False
 ) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
     """Token windows of ``texts``, the text each belongs to, and each window's weight.
 
     Texts of at most ``limit`` tokens are one window; longer ones are split
     into windows of ``limit`` tokens overlapping by a quarter, each keeping the
-    tokenizer's special tokens, weighted by their count of text tokens.
+    tokenizer's special tokens, weighted by their count of text tokens. ``truncate``:
+    a longer text is its first window only (the rest of it is not read).
     """
     # the batch encode without character offsets (not needed here): the same ids and
     # special-token masks, ~15% faster
@@ -47,7 +57,7 @@ def token_windows(
             out.append(prefix + piece + suffix)
             owners.append(i)
             weights.append(float(len(piece)))
-            if start + width >= len(body):
+            if truncate or start + width >= len(body):
                 break
             start += stride
     return out, np.asarray(owners, dtype=np.int64), np.asarray(weights, dtype=np.float32)
