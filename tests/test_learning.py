@@ -253,6 +253,9 @@ def test_kept_rows_grow_by_a_gzip_member_each_update(folder: Path, debian_rows: 
     ]
     lines = gzip.decompress(second).decode().splitlines()
     assert len(lines) == len(texts) and json.loads(lines[-1])["label"] == labels[-1]
+    # in memory: the rows the heads name now, not every generation's
+    named = {info["data"] for info in bundle.head_info.values() if info.get("data")}
+    assert set(bundle.state.data) <= named and str(files[0].name) not in str(named)
 
 
 def test_a_promoted_head_learns_its_held_back_corrections_too(

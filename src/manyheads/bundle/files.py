@@ -216,7 +216,13 @@ def _write(
     atomic_write_bytes(folder / HEADS_FILE, blob)
     atomic_write_text(folder / BUNDLE_JSON, text)
     collect_garbage(folder, text)
-    saved = state.replace(path=folder, generation=generation, trunk_weights=shared, changes={})
+    # the kept rows no head names any more leave memory too (they are not in the folder
+    # either): a service that updates its heads for months holds its current rows only
+    named = {str(i["data"]) for i in state.heads.info.values() if i.get("data")}
+    data = {rel: rows for rel, rows in state.data.items() if rel in named}
+    saved = state.replace(
+        path=folder, generation=generation, trunk_weights=shared, changes={}, data=data
+    )
     return saved, trunk
 
 
