@@ -492,14 +492,18 @@ def test_a_head_that_fails_in_train_stops_its_progress_lines(
     assert threading.active_count() <= before
 
 
-def test_train_truncate_shapes_a_new_bundle_s_trunk_only(capsys, data_file, tmp_path, tiny_st_dir):
+def test_train_truncate_shapes_a_new_bundle_s_trunk_only(
+    capsys, tmp_path, tiny_st_dir, debian_rows
+):
     """``--truncate TOKENS``: a new bundle's transformer parts read a text's first TOKENS
     tokens; a bundle that has its trunk, a byte trunk and a trunk without a transformer
     refuse it in one line."""
+    rows = [{k: r[k] for k in ("text", "section", "library")} for r in debian_rows[:120]]
+    data_file = write_jsonl(tmp_path / "small.jsonl", rows)
     bundle = tmp_path / "cut"
     code, _, err = run(
         capsys, "train", data_file, "-b", bundle, "-t", "section", "--trunk",
-        f"{tiny_st_dir}+hashing", "--truncate", "12",
+        f"{tiny_st_dir}+hashing", "--truncate", "12", "--C", "1",
     )  # fmt: skip
     assert code == 0, err
     spec = json.loads((bundle / "bundle.json").read_text())["trunk"]["spec"]
