@@ -5,7 +5,7 @@ corrections of the chi-squared test), as a head's drift reference keeps them
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,8 +14,8 @@ __all__ = [
     "MIN_GROUPS",
     "design_effect",
     "design_effects",
+    "kept_design",
     "kept_design_effect",
-    "kept_spread",
     "mean_design_effect",
 ]
 
@@ -29,10 +29,26 @@ def kept_design_effect(value: Any) -> float:
     return float(value) if ok else 1.0
 
 
-def kept_spread(value: Any) -> float:
+def _kept_spread(value: Any) -> float:
     """A kept design spread, or 0 (a number in [0, 50] or nothing)."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 50
     return float(value) if ok else 0.0
+
+
+def kept_design(reference: Mapping[str, Any], cells: str) -> tuple[float, float]:
+    """``(mean, spread)`` of the design effects a drift reference keeps for its
+    ``cells`` (``"labels"`` or ``"confidence"``): ``(1, 0)`` where it keeps none, or
+    values out of range."""
+    found = [reference.get(key) for key in ("design_effect", "design_spread")]
+    deff, spread = (f.get(cells) if isinstance(f, Mapping) else None for f in found)
+    return kept_design_effect(deff), _kept_spread(spread)
+
+
+def _group_ids(groups: Sequence[Any]) -> tuple[np.ndarray, int]:
+    """Each row's group as an index from 0, and the number of groups."""
+    ids: dict[Any, int] = {}
+    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
+    return g, len(ids)
 
 
 def design_effects(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> tuple[float, float]:
@@ -49,9 +65,8 @@ def design_effects(cells: Sequence[Sequence[str]], groups: Sequence[Any]) -> tup
     correction; at least 1, at most 50); ``spread``: their squared coefficient of
     variation ``a^2`` (the second-order correction, 0 when every cell varies alike;
     at most 50). With fewer than ``MIN_GROUPS`` groups or two cells: ``(1, 0)``."""
-    ids: dict[Any, int] = {}
-    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
-    n_rows, n_groups = len(g), len(ids)
+    g, n_groups = _group_ids(groups)
+    n_rows = len(g)
     names = sorted({c for row in cells for c in row})
     if n_groups < MIN_GROUPS or len(names) < 2 or n_rows != len(cells):
         return 1.0, 0.0
@@ -88,9 +103,8 @@ def mean_design_effect(Z: np.ndarray, groups: Sequence[Any]) -> float:
     """The mean design effect of the means of ``Z``'s columns when its rows come in
     ``groups`` (the cluster-robust variance of each mean over its variance with every
     row drawn on its own); 1 with fewer than ``MIN_GROUPS`` groups; at most 50."""
-    ids: dict[Any, int] = {}
-    g = np.array([ids.setdefault(x, len(ids)) for x in groups], dtype=np.int64)
-    n, n_groups = Z.shape[0], len(ids)
+    g, n_groups = _group_ids(groups)
+    n = Z.shape[0]
     if n_groups < MIN_GROUPS or n < 2:
         return 1.0
     centred = Z - Z.mean(axis=0)

@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .design import design_effect, design_effects, kept_design_effect, kept_spread
+from .design import design_effect, design_effects, kept_design
 from .inputs import Inputs, InputTally, input_t2, inputs_of
 
 __all__ = [
@@ -354,12 +354,7 @@ def _row(
         return row | {"reason": "no answers yet"}
     # labels on the scale of rows (a multilabel answer gives several, or none)
     ref_rows = float(ref.get("n", 0))
-    found = ref.get("design_effect")
-    deff: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    found = ref.get("design_spread")
-    spreads: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    labels_deff = kept_design_effect(deff.get("labels"))
-    labels_spread = kept_spread(spreads.get("labels"))
+    labels_deff, labels_spread = kept_design(ref, "labels")
     row |= {"design_effect": labels_deff, "design_spread": labels_spread}
     psi, js, limit = _distances(
         ref.get("labels") or {}, ref_rows, t.labels, t.rows, s, labels_deff, labels_spread
@@ -369,8 +364,7 @@ def _row(
     ref_bins = {str(i): float(v) for i, v in enumerate(conf.get("shares") or ())}
     if t.confidence_n and ref_bins and conf.get("n"):
         win_bins = {str(i): float(v) for i, v in enumerate(t.bins)}
-        conf_deff = kept_design_effect(deff.get("confidence"))
-        conf_spread = kept_spread(spreads.get("confidence"))
+        conf_deff, conf_spread = kept_design(ref, "confidence")
         cpsi, cjs, climit = _distances(
             ref_bins, float(conf["n"]), win_bins, t.confidence_n, s, conf_deff, conf_spread
         )
