@@ -298,14 +298,9 @@ class OnnxTrunk(TrunkBase):
             return f"{self._fingerprint}-{self.quantization}"
         return self._fingerprint
 
-    @property
-    def truncates(self) -> bool:
-        """True when a text longer than the window is read as its first window only."""
-        return self.overflow == "truncate"
-
     def spec(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"recheck": self.recheck} if self.recheck else {}
-        if self.truncates:  # the default is left out: specs of earlier exports stay
+        if self.overflow != "windows":  # the default is left out: earlier specs stay
             extra["overflow"] = self.overflow
         return {
             "type": "onnx",
@@ -493,7 +488,7 @@ class OnnxTrunk(TrunkBase):
                 for n in names
             }
         windows, owners, weights = token_windows(
-            graph.tokenizer, texts, self.max_length, self.truncates
+            graph.tokenizer, texts, self.max_length, self.overflow
         )
         lengths = np.fromiter((len(w) for w in windows), dtype=np.int64, count=len(windows))
         # one "row" per text: its windows travel together (averaged in the graph)
@@ -551,7 +546,7 @@ class OnnxTrunk(TrunkBase):
         """The tokens of each text's windows."""
         texts = check_texts(texts)
         windows, owners, _ = token_windows(
-            self.graph().tokenizer, texts, self.max_length, self.truncates
+            self.graph().tokenizer, texts, self.max_length, self.overflow
         )
         return window_work(windows, owners, len(texts))
 
@@ -583,7 +578,7 @@ class OnnxTrunk(TrunkBase):
                 out[batch] = graph.session.run([EMBEDDING], feed)[0]
             return out
 
-        tokenized = token_windows(graph.tokenizer, texts, self.max_length, self.truncates)
+        tokenized = token_windows(graph.tokenizer, texts, self.max_length, self.overflow)
         return WindowEncoding(tokenized, len(texts), self._dim, run)
 
     def __repr__(self) -> str:

@@ -371,12 +371,7 @@ class TransformerTrunk(TrunkBase):
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
         """Token windows, the text each belongs to, and each window's weight."""
-        return token_windows(self._tokenizer, texts, self.max_length, self.truncates)
-
-    @property
-    def truncates(self) -> bool:
-        """True when a text longer than the window is read as its first window only."""
-        return self.overflow == "truncate"
+        return token_windows(self._tokenizer, texts, self.max_length, self.overflow)
 
     @property
     def work_unit(self) -> str:

@@ -21,15 +21,16 @@ def check_overflow(overflow: object) -> str:
 
 
 def token_windows(
-    tokenizer: Any, texts: list[str], limit: int, truncate: bool = False
+    tokenizer: Any, texts: list[str], limit: int, overflow: str = "windows"
 ) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
     """Token windows of ``texts``, the text each belongs to, and each window's weight.
 
     Texts of at most ``limit`` tokens are one window; longer ones are split
     into windows of ``limit`` tokens overlapping by a quarter, each keeping the
-    tokenizer's special tokens, weighted by their count of text tokens. ``truncate``:
-    a longer text is its first window only (the rest of it is not read).
+    tokenizer's special tokens, weighted by their count of text tokens. ``overflow``
+    ``"truncate"``: a longer text is its first window only (the rest of it is not read).
     """
+    truncate = overflow == "truncate"  # checked where the trunk is made
     # the batch encode without character offsets (not needed here): the same ids and
     # special-token masks, ~15% faster
     encodings = tokenizer.encode_batch_fast(texts, add_special_tokens=True)
