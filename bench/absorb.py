@@ -80,8 +80,9 @@ def build_files(n_unlabelled: int, n_test: int, seed: int) -> tuple[Path, Path]:
     english = task_rows("section", deb, test_groups_deb)
     others = [r for r in task_rows("lang", deb, test_groups_deb) if r["lang"] != "en"]
     code_test = task_rows("code", code, groups["code"]["test"])
+    gold_rng = random.Random(seed + 1)  # the same gold rows whatever --unlabelled is
     for rows in (english, others, code_test):
-        rng.shuffle(rows)
+        gold_rng.shuffle(rows)
     gold = [
         {"text": r["text"], "section": r["section"], "role": r.get("role") or [], "lang": "en"}
         for r in english[:n_test]
@@ -140,6 +141,11 @@ def main() -> None:
         "--skip", default="", help="comma-separated: plain,temperature,finetune,answers"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--truncate", type=int, default=None,
+        help="the bundle's MiniLM reads a text's first TOKENS tokens, as the teachers do",
+    )  # fmt: skip
+    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "absorb.json")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     WORK.mkdir(parents=True, exist_ok=True)
@@ -149,6 +155,9 @@ def main() -> None:
     cache_dir = WORK / "cache"
     results: dict[str, Any] = {"cpu": cpu_name(), "unlabelled": args.unlabelled}
     common = {"eval_file": gold, "group_field": "group", "cache_dir": cache_dir, "seed": 0}
+    if args.truncate:
+        common["truncate"] = args.truncate
+        results["truncate"] = args.truncate
 
     if "plain" not in skip:
         folder = WORK / "bundle"
@@ -216,9 +225,8 @@ def main() -> None:
             {h.name: round(h.agreement, 4) for h in report.heads},
         )
 
-    out = ROOT / "bench" / "results" / "absorb.json"
-    out.write_text(json.dumps(results, indent=2, default=str))
-    print(f"\nwrote {out.relative_to(ROOT)}")
+    args.json.write_text(json.dumps(results, indent=2, default=str))
+    print(f"\nwrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ long texts.
 **Speed.** Four MiniLM sequence classifiers, built as ``bench/absorb_teachers.py``
 builds the teachers of ``bench/absorb.py`` (the same model, task labels and 128-token
 window), but fine-tuned for one epoch on ``--teacher-rows`` rows each: their speed is
-that of any fine-tuned MiniLM classifier, and their answers are not used. Beside them,
+that of any fine-tuned MiniLM classifier, and their answers are not used
+(``--real-teachers``: the real teachers themselves, once made). Beside them,
 a ``minilm+tfidf`` bundle with the four tasks' heads (as ``absorb`` makes it), once as
 it reads long texts by default (whole, in MiniLM's 256-token windows averaged) and once
 with ``truncating(..., 128)`` (the first 128 tokens, as the teachers read them). The
@@ -43,8 +44,11 @@ WINDOW = made.MAX_LENGTH  # the teachers' window: 128 tokens
 TEACHERS = CACHE_DIR / "truncate-teachers"
 
 
-def teachers(rows_each: int, seed: int, splits: dict[str, Any]) -> list[Any]:
-    """The four teachers (fine-tuned once, then read from the cache)."""
+def teachers(rows_each: int, seed: int, splits: dict[str, Any], real: bool) -> list[Any]:
+    """The four teachers: ``real``, those of ``bench/absorb_teachers.py`` (run it first);
+    else stand-ins (fine-tuned once, then read from the cache)."""
+    if real:
+        return [load_teacher(name, str(made.OUT / name)) for name in made.TASKS]
     made.OUT = TEACHERS
     TEACHERS.mkdir(parents=True, exist_ok=True)
     for name, (corpus, _, _) in made.TASKS.items():
@@ -80,15 +84,21 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=400, help="held-out texts timed")
     ap.add_argument("--teacher-rows", type=int, default=200)
     ap.add_argument("--head-rows", type=int, default=300, help="rows of each speed head")
-    ap.add_argument("--quality-rows", type=int, default=2000, help="section head's rows")
+    ap.add_argument(
+        "--quality-rows", type=int, default=2000, help="section head's rows (0: no quality part)"
+    )
     ap.add_argument("--quality-test", type=int, default=1500, help="section head's test rows")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
+    ap.add_argument(
+        "--real-teachers", action="store_true",
+        help="time bench/absorb.py's teachers (bench/absorb_teachers.py) instead of stand-ins",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"machine: {machine()}; CPU: {cpu_model()}", flush=True)
     t0 = time.perf_counter()
     splits = made.split_groups(args.seed)
-    teach = teachers(args.teacher_rows, args.seed, splits)
+    teach = teachers(args.teacher_rows, args.seed, splits, args.real_teachers)
     train, test = head_rows(splits, "absorb", args.seed), head_rows(splits, "test", args.seed)
     # held-out texts: Debian descriptions in every language and code, 3:1
     n_code = args.texts // 4
@@ -132,7 +142,8 @@ def main() -> None:
     held = test["section"][: args.quality_test]
     held_counts = [len(e.ids) for e in tokenizer.encode_batch([r["text"] for r in held])]
     is_long = [c > WINDOW for c in held_counts]
-    for arm, trunk in (("windows", "minilm+tfidf"), (f"truncate {WINDOW}", None)):
+    arms = (("windows", "minilm+tfidf"), (f"truncate {WINDOW}", None)) if rows else ()
+    for arm, trunk in arms:
         bundle = Bundle(trunk=trunk or truncating("minilm+tfidf", WINDOW), cache=None)
         bundle.fit_head("section", [r["text"] for r in rows], [r["section"] for r in rows])
         answers = bundle.predict([r["text"] for r in held])
