@@ -155,7 +155,7 @@ def main() -> None:
     cache_dir = WORK / "cache"
     results: dict[str, Any] = {"cpu": cpu_name(), "unlabelled": args.unlabelled}
     common = {"eval_file": gold, "group_field": "group", "cache_dir": cache_dir, "seed": 0}
-    if args.truncate:
+    if args.truncate is not None:  # a bad count is the library's one-line error
         common["truncate"] = args.truncate
         results["truncate"] = args.truncate
 

@@ -140,9 +140,10 @@ def main() -> None:
     quality: dict[str, Any] = {}
     rows = train["section"][: args.quality_rows]
     held = test["section"][: args.quality_test]
-    held_counts = [len(e.ids) for e in tokenizer.encode_batch([r["text"] for r in held])]
-    is_long = [c > WINDOW for c in held_counts]
     arms = (("windows", "minilm+tfidf"), (f"truncate {WINDOW}", None)) if rows else ()
+    if arms:  # the held-out rows' lengths, only when there is a quality part
+        held_counts = [len(e.ids) for e in tokenizer.encode_batch([r["text"] for r in held])]
+        is_long = [c > WINDOW for c in held_counts]
     for arm, trunk in arms:
         bundle = Bundle(trunk=trunk or truncating("minilm+tfidf", WINDOW), cache=None)
         bundle.fit_head("section", [r["text"] for r in rows], [r["section"] for r in rows])
